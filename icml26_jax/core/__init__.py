@@ -1,0 +1,1 @@
+"""Small shared helpers used by every paper: mesh, distributed, checkpoint, data, results."""

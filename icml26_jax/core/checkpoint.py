@@ -1,0 +1,147 @@
+"""Checkpoints of state pytrees; the one module that imports orbax.
+
+A state is a nested dict/list of NumPy arrays, (possibly sharded) ``jax.Array``s and Python
+scalars. Saving blocks until the step is on disk, so a run killed right after ``save``
+resumes from that step. In a multi-process job EVERY process must call ``save`` and
+``restore`` (orbax synchronises the processes and each writes the shards it owns).
+
+Resuming a run::
+
+    with checkpoint.Checkpointer(os.path.join(workdir, "ckpt"), save_every=100) as ckpt:
+        start = ckpt.latest_step() or 0
+        if ckpt.latest_step() is not None:
+            state = ckpt.restore(like=state)
+        for step in range(start + 1, num_steps + 1):
+            state = train_step(state)
+            ckpt.save(step, state, force=step == num_steps)
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+    """``orbax.checkpoint.CheckpointManager`` for one state pytree; a context manager."""
+
+    def __init__(self, directory: str | os.PathLike, *, save_every: int = 1,
+                 max_to_keep: int | None = 2):
+        """Opens (creating if needed) ``directory``.
+
+        Args:
+          directory: where steps are written (one sub-directory per step).
+          save_every: :meth:`save` writes only steps divisible by it (unless forced).
+          max_to_keep: number of newest steps kept on disk; None keeps all.
+        """
+        if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
+            raise ValueError(f"save_every must be a positive integer, got {save_every!r}")
+        if max_to_keep is not None and max_to_keep < 1:
+            raise ValueError(f"max_to_keep must be >= 1 or None, got {max_to_keep!r}")
+        self.save_every = save_every
+        # orbax rejects relative paths.
+        self.directory = os.path.abspath(os.fspath(directory))
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True,
+            # Saves block: a run killed after save() returns must find that step on disk.
+            enable_async_checkpointing=False)
+        # The handler is named up front: a fresh manager cannot otherwise read the metadata
+        # of steps written by an earlier process (item_metadata returns None).
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_handlers=ocp.PyTreeCheckpointHandler())
+
+    def save(self, step: int, state, *, force: bool = False) -> bool:
+        """Writes ``state`` as ``step`` if ``step % save_every == 0`` or ``force``; returns
+        whether it did. A step already on disk is kept, not overwritten (a resumed run
+        reaches the step it restored from again)."""
+        step = int(step)
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got step={step}")
+        if not (force or step % self.save_every == 0) or step in self._manager.all_steps():
+            return False
+        saved = self._manager.save(step, args=ocp.args.PyTreeSave(_normalize(state)),
+                                   force=True)
+        self._manager.wait_until_finished()
+        return bool(saved)
+
+    def latest_step(self) -> int | None:
+        """The newest step on disk, or None if there is none."""
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        """Every step on disk, ascending."""
+        return sorted(self._manager.all_steps())
+
+    def restore(self, step: int | None = None, like=None):
+        """Reads a step (the latest if ``step`` is None).
+
+        Args:
+          step: step to read; None for the latest.
+          like: pytree with the saved structure whose leaves (``jax.Array`` or
+            ``jax.ShapeDtypeStruct`` with a sharding, NumPy arrays, Python scalars) give the
+            type, dtype and sharding of each restored leaf. Without it every array comes
+            back whole as a NumPy array on every process (typed PRNG keys as their uint32
+            key data) and scalars as Python scalars.
+        """
+        step = self.latest_step() if step is None else step
+        if step is None or step not in self._manager.all_steps():
+            raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}; "
+                                    f"steps on disk: {self.all_steps()}")
+        if like is None:
+            meta = self._manager.item_metadata(step)
+            tree = getattr(meta, "tree", meta)
+            args = ocp.args.PyTreeRestore(restore_args=jax.tree.map(_host_restore_args, tree))
+        else:
+            like = _normalize(like)
+            args = ocp.args.PyTreeRestore(
+                item=like, restore_args=ocp.checkpoint_utils.construct_restore_args(like))
+        return self._manager.restore(step, args=args)
+
+    def close(self) -> None:
+        """Waits for pending writes and releases the manager."""
+        self._manager.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def save(directory: str | os.PathLike, step: int, state) -> None:
+    """Writes ``state`` as ``step`` in ``directory`` (every step is kept; existing steps are
+    not overwritten). Loops should hold a :class:`Checkpointer` instead."""
+    with Checkpointer(directory, max_to_keep=None) as ckpt:
+        ckpt.save(step, state, force=True)
+
+
+def restore_latest(directory: str | os.PathLike, like=None):
+    """``(step, state)`` of the newest step in ``directory`` or None; ``like`` as in
+    :meth:`Checkpointer.restore`."""
+    if not os.path.isdir(directory):
+        return None
+    with Checkpointer(directory, max_to_keep=None) as ckpt:
+        step = ckpt.latest_step()
+        return None if step is None else (step, ckpt.restore(step, like=like))
+
+
+def latest_step(directory: str | os.PathLike) -> int | None:
+    """The newest step saved in ``directory``, or None (also if it does not exist)."""
+    if not os.path.isdir(directory):
+        return None
+    with Checkpointer(directory, max_to_keep=None) as ckpt:
+        return ckpt.latest_step()
+
+
+def _normalize(tree):
+    # orbax handles np.ndarray but not NumPy scalars (np.float32(1.0)).
+    return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, np.generic) else x, tree)
+
+
+def _host_restore_args(meta):
+    if isinstance(meta, ocp.metadata.ScalarMetadata):
+        return ocp.RestoreArgs(restore_type=type(np.zeros((), meta.dtype).item()))
+    return ocp.RestoreArgs(restore_type=np.ndarray)

@@ -1,0 +1,82 @@
+"""The absl flags every experiment script shares, and the ``main`` wrapper around them.
+
+Usage in ``experiments/<paper>.py``::
+
+    from icml26_jax.core import flags as common
+    FLAGS = common.define_flags("dsgd_hp")          # --workdir, --seed, distributed flags
+    _CONFIG = config_flags.DEFINE_config_file("config", "icml26_jax/dsgd_hp/configs.py")
+
+    def main(argv):
+        common.setup(argv)                          # rejects extra argv, initialises JAX
+        ...
+
+    if __name__ == "__main__":
+        common.run(main)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+
+from absl import app, flags, logging
+
+from icml26_jax.core import distributed
+
+
+class CommonFlags(NamedTuple):
+    workdir: flags.FlagHolder
+    seed: flags.FlagHolder
+    coordinator_address: flags.FlagHolder
+    num_processes: flags.FlagHolder
+    process_id: flags.FlagHolder
+    num_cpu_devices: flags.FlagHolder
+
+
+def define_flags(paper: str) -> CommonFlags:
+    """Defines the shared flags; ``--workdir`` defaults to ``runs/<paper>``."""
+    return CommonFlags(
+        workdir=flags.DEFINE_string("workdir", f"runs/{paper}", "Where results.json, figures "
+                                    "and checkpoints go; an existing run there is resumed."),
+        seed=flags.DEFINE_integer("seed", 0, "Random seed of the run (noise, data order, init)."),
+        coordinator_address=flags.DEFINE_string(
+            "coordinator_address", None, "host:port of process 0 in a multi-process job."),
+        num_processes=flags.DEFINE_integer("num_processes", 1, "Number of processes.", lower_bound=1),
+        process_id=flags.DEFINE_integer("process_id", 0, "Index of this process.", lower_bound=0),
+        num_cpu_devices=flags.DEFINE_integer(
+            "num_cpu_devices", 8, "Simulated devices per process on the CPU backend "
+            "(ignored on GPU/TPU, where the devices present are used).", lower_bound=1),
+    )
+
+
+def setup(argv, common: CommonFlags) -> None:
+    """Rejects extra positional arguments, then initialises JAX (devices, distributed)."""
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected positional arguments: {' '.join(argv[1:])}")
+    distributed.maybe_initialize(
+        common.coordinator_address.value,
+        common.num_processes.value,
+        common.process_id.value,
+        num_cpu_devices=common.num_cpu_devices.value,
+    )
+    import jax  # Deferred: the device queries below start the backend.
+
+    logging.info("JAX %s: process %d of %d, %d local / %d global %s devices", jax.__version__,
+                 jax.process_index(), jax.process_count(), jax.local_device_count(),
+                 jax.device_count(), jax.default_backend())
+
+
+def run(main) -> None:
+    """``app.run(main)`` that turns a ``ValueError`` into one ``error: ...`` line and exit 2."""
+
+    def _main(argv):
+        try:
+            return main(argv)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    import jax
+
+    jax.config.parse_flags_with_absl()
+    app.run(_main)

@@ -1,0 +1,104 @@
+"""Mesh axis names and helpers that place a leading users/runs axis on devices.
+
+Simulated users (or clients) are sharded over the ``USERS`` mesh axis. Devices that the
+users axis cannot use (when the number of users is not a multiple of the device count) go
+to the ``RUNS`` axis, over which independent replicas of an experiment are sharded, so every
+device (and every process of a multi-host job) takes part in every computation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+USERS = "users"
+RUNS = "runs"
+DATA = "data"
+
+
+def users_mesh(n: int, runs: int | None = None) -> Mesh:
+    """A 2-D ``(RUNS, USERS)`` mesh for ``n`` users and ``runs`` independent replicas.
+
+    The users axis gets ``gcd(n, jax.device_count())`` devices; the remaining factor of the
+    device count goes to the runs axis (if ``runs`` is given it must be divisible by it).
+    In a single process, when ``runs`` is not divisible, fewer devices are used; in a
+    multi-process job every device must be used, so that is a ``ValueError``.
+
+    Args:
+      n: number of users (>= 1).
+      runs: number of independent runs sharded over the runs axis, or None for a runs
+        axis of size 1 (only the users axis is used).
+
+    Returns:
+      A ``jax.sharding.Mesh`` with axis names ``(RUNS, USERS)``.
+    """
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"users must be a positive integer, got users={n!r}")
+    if runs is not None and (not isinstance(runs, (int, np.integer)) or runs < 1):
+        raise ValueError(f"runs must be a positive integer, got runs={runs!r}")
+    devices = jax.devices()
+    n_dev = len(devices)
+    u = math.gcd(int(n), n_dev)
+    r = 1 if runs is None else math.gcd(int(runs), n_dev // u)
+    if jax.process_count() > 1 and u * r != n_dev:
+        if runs is None:
+            raise ValueError(
+                f"users={n} must be a multiple of the {n_dev} devices of this "
+                f"{jax.process_count()}-process job (or pass runs= so spare devices shard "
+                "the runs axis)")
+        raise ValueError(
+            f"runs={runs} must be a multiple of {n_dev // u} in this "
+            f"{jax.process_count()}-process job: users={n} uses {u} of the {n_dev} devices "
+            "and the runs axis must take the rest")
+    return make_mesh((r, u), (RUNS, USERS), devices=devices[: r * u])
+
+
+def make_mesh(shape: Sequence[int], names: Sequence[str], devices=None) -> Mesh:
+    """``jax.make_mesh`` over the first ``prod(shape)`` devices (all of them by default)."""
+    size = math.prod(shape)
+    devices = jax.devices()[:size] if devices is None else list(devices)
+    if len(devices) != size:
+        raise ValueError(f"mesh shape {tuple(shape)} needs {size} devices, got {len(devices)}")
+    return jax.make_mesh(tuple(shape), tuple(names), devices=devices)
+
+
+def put(x, mesh: Mesh, spec: P) -> jax.Array:
+    """Places a host array (the same value on every process) with ``NamedSharding(mesh, spec)``.
+
+    Works in single- and multi-process jobs: each process materialises only the shards its
+    own devices hold.
+    """
+    x = np.asarray(x)
+    sharding = NamedSharding(mesh, spec)
+    return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+
+def shard_leading(x, mesh: Mesh, axis: str | tuple[str, ...] = USERS, dim: int = 0) -> jax.Array:
+    """Shards dimension ``dim`` of ``x`` over mesh ``axis``; other dimensions are replicated."""
+    x = np.asarray(x)
+    if x.shape[dim] % _axis_size(mesh, axis):
+        raise ValueError(
+            f"dimension {dim} of size {x.shape[dim]} is not divisible by the mesh axis "
+            f"{axis!r} of size {_axis_size(mesh, axis)}")
+    spec = [None] * x.ndim
+    spec[dim] = axis
+    return put(x, mesh, P(*spec))
+
+
+def replicate(x, mesh: Mesh) -> jax.Array:
+    """Replicates a host array on every device of ``mesh``."""
+    return put(x, mesh, P())
+
+
+def to_host(x) -> np.ndarray:
+    """A replicated or fully addressable array (or pytree) as host NumPy arrays."""
+    return jax.tree.map(lambda a: np.asarray(jax.device_get(a)), x)
+
+
+def _axis_size(mesh: Mesh, axis) -> int:
+    names = (axis,) if isinstance(axis, str) else tuple(axis)
+    return math.prod(mesh.shape[a] for a in names)

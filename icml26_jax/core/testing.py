@@ -1,0 +1,174 @@
+"""Helpers for tests: pytree comparison, multi-process launches and compile counting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+
+import jax
+import numpy as np
+
+# The repository root (this file is icml26_jax/core/testing.py): child processes import the
+# package from here without it being installed.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# jax.monitoring records this duration event around every XLA backend compilation (cache
+# misses of jit's executable cache only); see BACKEND_COMPILE_EVENT in jax/_src/dispatch.py.
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def tree_allclose(a, b, *, rtol: float = 1e-6, atol: float = 1e-6, err_msg: str = "") -> None:
+    """Asserts two pytrees have the same structure, leaf shapes and (close) values.
+
+    Args:
+      a: actual pytree (arrays, scalars).
+      b: desired pytree.
+      rtol: relative tolerance of ``np.testing.assert_allclose``.
+      atol: absolute tolerance.
+      err_msg: prefix of the failure message.
+
+    Raises:
+      AssertionError: naming the first differing leaf path.
+    """
+    prefix = f"{err_msg}: " if err_msg else ""
+    sa, sb = jax.tree.structure(a), jax.tree.structure(b)
+    if sa != sb:
+        raise AssertionError(f"{prefix}tree structures differ:\n  {sa}\n  {sb}")
+    leaves_a = jax.tree_util.tree_flatten_with_path(a)[0]
+    leaves_b = jax.tree.leaves(b)
+    for (path, x), y in zip(leaves_a, leaves_b):
+        name = jax.tree_util.keystr(path) or "<root>"
+        x, y = _host(x), _host(y)
+        if x.shape != y.shape:
+            raise AssertionError(f"{prefix}leaf {name}: shapes differ, {x.shape} vs {y.shape}")
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, err_msg=f"{prefix}leaf {name}")
+
+
+def _host(x) -> np.ndarray:
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    return np.asarray(jax.device_get(x))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_processes(cmd: Sequence[str], num_processes: int = 2, *, timeout: float = 180,
+                  env: Mapping[str, str] | None = None, cwd: str | None = None,
+                  check: bool = True) -> list[subprocess.CompletedProcess]:
+    """Starts ``num_processes`` copies of a command at once and waits for all of them.
+
+    Every element of ``cmd`` is ``str.format``-ed per process with ``port`` (one free port,
+    shared), ``process_id`` and ``num_processes``, e.g.
+    ``[sys.executable, "worker.py", "--coordinator_address=127.0.0.1:{port}",
+    "--process_id={process_id}", "--num_processes={num_processes}"]``.
+
+    If one process fails, or ``timeout`` seconds pass, all are killed (a multi-process JAX
+    job whose peer died would otherwise wait forever in a collective).
+
+    Args:
+      cmd: the command, with format fields.
+      num_processes: number of processes.
+      timeout: seconds for all of them together.
+      env: extra environment variables (over ``os.environ`` and ``JAX_PLATFORMS=cpu``);
+        ``PYTHONPATH`` always starts with the repository root.
+      cwd: working directory (default: repository root).
+      check: raise if any process failed or timed out.
+
+    Returns:
+      One ``CompletedProcess`` per process (text stdout/stderr), in process order.
+
+    Raises:
+      AssertionError: with ``check``, naming each failed process with its stderr tail.
+    """
+    if num_processes < 1:
+        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+    port = free_port()
+    full_env = dict(os.environ, JAX_PLATFORMS="cpu")
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [REPO_ROOT] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    procs, outs = [], []
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    try:
+        for i in range(num_processes):
+            args = [c.format(port=port, process_id=i, num_processes=num_processes) for c in cmd]
+            # Files, not pipes: a chatty child can never block on a full pipe buffer.
+            out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+            outs.append((args, out, err))
+            procs.append(subprocess.Popen(args, stdout=out, stderr=err, env=full_env,
+                                          cwd=cwd or REPO_ROOT, start_new_session=True))
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode not in (None, 0) for p in procs):
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(0.05)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)  # the child's own session: it and its children
+                p.wait()
+    results = []
+    for p, (args, out, err) in zip(procs, outs):
+        out.seek(0)
+        err.seek(0)
+        results.append(subprocess.CompletedProcess(args, p.returncode, out.read(), err.read()))
+        out.close()
+        err.close()
+    if check and (timed_out or any(r.returncode for r in results)):
+        why = f"timed out after {timeout} s" if timed_out else "failed"
+        report = [f"{num_processes} processes {why}: {' '.join(cmd)}"]
+        for i, r in enumerate(results):
+            report.append(f"--- process {i}: exit code {r.returncode}; stderr tail:\n"
+                          f"{_tail(r.stderr)}\n--- stdout tail:\n{_tail(r.stdout, 10)}")
+        raise AssertionError("\n".join(report))
+    return results
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class CompileCounter:
+    """Counts XLA backend compilations inside a ``with`` block.
+
+    Example::
+
+        with CompileCounter() as cc:
+            f(x); f(x)
+        assert cc.count == 1      # the second call hit jit's cache
+
+    Counts every compilation in the process while active (from any thread).
+    """
+
+    def __init__(self):
+        self.count = 0
+        self._active = False
+
+    def _listener(self, event: str, duration_secs: float, **kwargs) -> None:
+        del duration_secs, kwargs
+        if event == BACKEND_COMPILE_EVENT:
+            self.count += 1
+
+    def __enter__(self) -> CompileCounter:
+        if self._active:
+            raise RuntimeError("CompileCounter is already active")
+        self._active = True
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._listener)
+        self._active = False

@@ -1,0 +1,116 @@
+"""Tests of icml26_jax.core.testing, including a real 2-process x 2-device JAX job."""
+
+import socket
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from icml26_jax.core import testing
+
+
+def test_tree_allclose_passes_on_equal_trees():
+    a = {"w": jnp.ones((2, 3)), "b": [np.float32(1.0), 2]}
+    testing.tree_allclose(a, {"w": np.ones((2, 3), np.float32), "b": [1.0, 2]})
+    testing.tree_allclose(a, {"w": np.ones((2, 3)) + 1e-8, "b": [1.0, 2]})
+
+
+@pytest.mark.parametrize("b, match", [
+    ({"w": np.ones((2, 3)), "b": [1.0, 3]}, r"leaf \['b'\]\[1\]"),
+    ({"w": np.ones((2, 3)) * 1.001, "b": [1.0, 2]}, r"leaf \['w'\]"),
+    ({"w": np.ones((3, 2)), "b": [1.0, 2]}, r"\['w'\]: shapes differ, \(2, 3\) vs \(3, 2\)"),
+    ({"w": np.ones((2, 3)), "b": [1.0, 2, 3]}, "tree structures differ"),
+    ({"w": np.ones((2, 3)), "c": [1.0, 2]}, "tree structures differ"),
+])
+def test_tree_allclose_catches_mismatches(b, match):
+    a = {"w": np.ones((2, 3)), "b": [1.0, 2]}
+    with pytest.raises(AssertionError, match=match):
+        testing.tree_allclose(a, b, err_msg="ctx")
+    with pytest.raises(AssertionError, match="ctx"):
+        testing.tree_allclose(a, b, err_msg="ctx")
+
+
+def test_tree_allclose_tolerance():
+    testing.tree_allclose(np.array([1.0]), np.array([1.01]), rtol=0.02)
+    with pytest.raises(AssertionError):
+        testing.tree_allclose(np.array([1.0]), np.array([1.01]), rtol=0.005)
+
+
+def test_tree_allclose_compares_prng_keys():
+    testing.tree_allclose(jax.random.key(1), jax.random.key(1))
+    with pytest.raises(AssertionError):
+        testing.tree_allclose(jax.random.key(1), jax.random.key(2))
+
+
+def test_free_port_is_bindable():
+    port = testing.free_port()
+    assert 1024 <= port < 65536
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_compile_counter():
+    jf = jax.jit(lambda v: jnp.sin(v) * 3.0 + 1.0)
+    # Inputs are made outside the counted blocks: creating device arrays compiles too.
+    x7, x5 = np.arange(7.0, dtype=np.float32), np.arange(5.0, dtype=np.float32)
+    with testing.CompileCounter() as cc:
+        jf(x7).block_until_ready()
+    assert cc.count == 1
+    with testing.CompileCounter() as cc:
+        for _ in range(3):
+            jf(x7).block_until_ready()  # cached executable
+    assert cc.count == 0
+    with testing.CompileCounter() as cc:
+        jf(x5).block_until_ready()  # new shape: recompiles once
+        jf(x5).block_until_ready()
+        jf(x7 + 1.0).block_until_ready()
+    assert cc.count == 1
+    jax.jit(lambda v: v - 4.0)(x7).block_until_ready()
+    assert cc.count == 1  # unregistered on exit
+
+
+def test_run_processes_formats_and_reports_failure():
+    code = ("import sys; p, n = int(sys.argv[1]), int(sys.argv[2]); print('id', p, 'of', n); "
+            "sys.stderr.write('boom %d' % p); sys.exit(3 if p == 1 else 0)")
+    with pytest.raises(AssertionError, match=r"(?s)process 1: exit code 3.*boom 1"):
+        testing.run_processes([sys.executable, "-c", code, "{process_id}", "{num_processes}"],
+                              num_processes=2, timeout=30)
+    res = testing.run_processes([sys.executable, "-c", code, "{process_id}", "{num_processes}"],
+                                num_processes=2, timeout=30, check=False)
+    assert res[1].returncode == 3 and res[1].stderr == "boom 1"
+    ok = code.replace("3 if p == 1 else 0", "0")
+    res = testing.run_processes([sys.executable, "-c", ok, "{process_id}", "{num_processes}"],
+                                num_processes=3, timeout=30)
+    assert [r.stdout.strip() for r in res] == ["id 0 of 3", "id 1 of 3", "id 2 of 3"]
+    assert [r.returncode for r in res] == [0, 0, 0]
+
+
+def test_run_processes_kills_on_timeout():
+    code = "import time; time.sleep(60)"
+    with pytest.raises(AssertionError, match="timed out after 1 s"):
+        testing.run_processes([sys.executable, "-c", code], num_processes=2, timeout=1)
+
+
+def test_run_processes_env():
+    code = "import os; print(os.environ['JAX_PLATFORMS'], os.environ['MY_VAR'])"
+    (r,) = testing.run_processes([sys.executable, "-c", code], num_processes=1, timeout=30,
+                                 env={"MY_VAR": "hello"})
+    assert r.stdout.split() == ["cpu", "hello"]
+
+
+@pytest.mark.multiprocess
+def test_two_processes_psum(tmp_path):
+    # 2 processes x 2 CPU devices: the psum of device values 1..4 over all 4 devices is 10,
+    # and an orbax checkpoint written jointly by both processes restores their own shards.
+    cmd = [sys.executable, "-m", "tests.core.multiprocess_worker",
+           "--coordinator_address=127.0.0.1:{port}", "--num_processes={num_processes}",
+           "--process_id={process_id}", f"--ckpt_dir={tmp_path / 'ckpt'}"]
+    res = testing.run_processes(cmd, num_processes=2, timeout=150)
+    for i, r in enumerate(res):
+        lines = [l for l in r.stdout.splitlines() if l.startswith(("PSUM", "RESTORED"))]
+        assert lines[0] == f"PSUM 10.0 devices 4 process {i}", r.stdout
+        # Process 0 holds devices with values 1, 2; process 1 holds 3, 4.
+        assert lines[1] == f"RESTORED step 3 local_sum {3.0 if i == 0 else 7.0} same True"
+    assert (tmp_path / "ckpt" / "3").is_dir()
