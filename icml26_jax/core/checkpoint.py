@@ -20,9 +20,16 @@ from __future__ import annotations
 
 import os
 
+import logging
+
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+
+def _quiet_orbax(record: logging.LogRecord) -> bool:
+    """Drops orbax's INFO chatter (several lines per save) from absl's log; keeps warnings."""
+    return record.levelno >= logging.WARNING or f"{os.sep}orbax{os.sep}" not in record.pathname
 
 
 class Checkpointer:
@@ -42,6 +49,9 @@ class Checkpointer:
         if max_to_keep is not None and max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1 or None, got {max_to_keep!r}")
         self.save_every = save_every
+        absl_logger = logging.getLogger("absl")
+        if _quiet_orbax not in absl_logger.filters:
+            absl_logger.addFilter(_quiet_orbax)
         # orbax rejects relative paths.
         self.directory = os.path.abspath(os.fspath(directory))
         options = ocp.CheckpointManagerOptions(

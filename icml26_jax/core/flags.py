@@ -52,7 +52,7 @@ def define_flags(paper: str) -> CommonFlags:
 def setup(argv, common: CommonFlags) -> None:
     """Rejects extra positional arguments, then initialises JAX (devices, distributed)."""
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected positional arguments: {' '.join(argv[1:])}")
+        raise ValueError(f"unexpected positional arguments {argv[1:]}: every option is a --flag")
     distributed.maybe_initialize(
         common.coordinator_address.value,
         common.num_processes.value,
@@ -66,17 +66,32 @@ def setup(argv, common: CommonFlags) -> None:
                  jax.device_count(), jax.default_backend())
 
 
+def _fail(message: str):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _parse_flags(argv):
+    """absl flag parsing whose errors are one ``error: ...`` line (exit 2), no traceback."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        # A config file that raises is reported with its traceback: keep the exception line.
+        _fail(lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}")
+
+
 def run(main) -> None:
-    """``app.run(main)`` that turns a ``ValueError`` into one ``error: ...`` line and exit 2."""
+    """``app.run(main)``: bad flags and a ``ValueError`` from ``main`` end with one
+    ``error: ...`` line on stderr and exit code 2."""
 
     def _main(argv):
         try:
             return main(argv)
         except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+            _fail(str(e))
 
     import jax
 
     jax.config.parse_flags_with_absl()
-    app.run(_main)
+    app.run(_main, flags_parser=_parse_flags)

@@ -16,7 +16,6 @@ import numpy as np
 import optax
 
 from icml26_jax.dsgd_hp import problems
-from icml26_jax.dsgd_hp.dsgd import step_keys
 
 
 def centralized_sgd(schedule) -> optax.GradientTransformation:
@@ -29,19 +28,18 @@ def noise_tensor(problem, *, T: int, runs: int, key, noise: str = "gauss",
     """The randomness ``simulate`` draws, as one host tensor.
 
     Returns [T, R, n, d] additive noise (quadratic) or [T, R, n] sample positions (digits),
-    keyed exactly like the kernel: ``fold_in(fold_in(fold_in(key, run), t), user)``.
+    drawn exactly like the kernel: ``problems.draw(prob, fold_in(key, t), runs, users)``.
     """
     if isinstance(key, (int, np.integer)):
         key = jax.random.key(int(key))
     prob = problems.as_device(problem)
     kind = noise if isinstance(problem, problems.Quadratic) else "sample"
-    run_keys = jax.vmap(jax.random.fold_in, (None, 0))(key, jnp.arange(runs))
-    uid = jnp.arange(problem.n)
+    rid, uid = jnp.arange(runs), jnp.arange(problem.n)
 
     @jax.jit
     def draw_all(ts):
-        return jax.vmap(lambda t: problems.draw(prob, step_keys(run_keys, t, uid), kind,
-                                                sigma))(ts)
+        return jax.vmap(lambda t: problems.draw(prob, jax.random.fold_in(key, t), rid, uid,
+                                                kind, sigma))(ts)
 
     return np.asarray(draw_all(jnp.arange(T)))
 

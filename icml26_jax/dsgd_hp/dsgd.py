@@ -7,8 +7,8 @@ DSGD with ``W = J``. Metrics are reduced inside the kernel (psum / pmax over use
 all-gather over runs), so the outputs are small replicated ``[K, R]`` arrays that every
 process can read.
 
-Noise is keyed by ``fold_in(fold_in(fold_in(key, run), step), global user id)``: the numbers do
-not depend on the number of devices or processes.
+Noise is a pure function of (key, step, global run id, global user id) (counter-based, see
+``problems.random_words``): the numbers do not depend on the number of devices or processes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.mesh import RUNS, USERS
-from icml26_jax.dsgd_hp import gossip, problems
+from icml26_jax.dsgd_hp import baselines, gossip, problems
 from icml26_jax.dsgd_hp.graphs import Graph
 
 ORDERS = ("atc", "cta")
@@ -102,16 +102,6 @@ def nonconvex_step_size(n: int, T: int, L: float, c_alpha: float = 1.0) -> float
     return min(1.0 / L, c_alpha * math.sqrt(n / T))
 
 
-def step_keys(run_keys, t, uid):
-    """Noise keys [R, nl] of step t: ``fold_in(fold_in(run_key, t), uid)``.
-
-    ``run_keys`` [R] are ``fold_in(key, run id)``; this keying is what makes the numbers
-    independent of the device and process layout.
-    """
-    k_t = jax.vmap(jax.random.fold_in, (0, None))(run_keys, t)
-    return jax.vmap(lambda k: jax.vmap(jax.random.fold_in, (None, 0))(k, uid))(k_t)
-
-
 class _GraphSpec(NamedTuple):
     method: str  # "identity" | "circulant" | "complete" | "dense"
     offsets: tuple[int, ...] | None
@@ -176,13 +166,13 @@ class _Comm(NamedTuple):
 def _make_loop(st: _Static, prob, comm: _Comm, key):
     """The nested scan (log blocks > eval blocks > steps) on local or global blocks."""
     G, n = len(st.graphs), st.n
-    opt = optax.sgd(learning_rate=st.schedule)
-    run_keys = jax.vmap(jax.random.fold_in, (None, 0))(key, comm.rid)  # [Rl]
+    opt = baselines.centralized_sgd(st.schedule)  # the W = J shadow, on the same noise
 
     def step(carry, _):
         x, xc, opt_state, t = carry
-        keys = step_keys(run_keys, t, comm.uid)
-        z = problems.draw(prob, keys, st.noise, st.sigma)  # one draw shared by every graph
+        # One draw, shared by every graph and the centralized shadow (paired noise).
+        z = problems.draw(prob, jax.random.fold_in(key, t), comm.rid, comm.uid, st.noise,
+                          st.sigma)
         g = problems.stoch_grad(prob, x, comm.uid, z)  # [G, Rl, nl, d]
         alpha = st.schedule(t)
         if st.order == "atc":
@@ -414,3 +404,7 @@ def _validate(problem, graphs, *, T, runs, order, noise, sigma, log_every, eval_
                          f"log_every={log_every}")
     if not (isinstance(runs, (int, np.integer)) and runs > 0):
         raise ValueError(f"runs must be a positive integer, got runs={runs}")
+    words = problems.words_per_user(problem, noise)
+    if runs * problem.n * -(-words // 2) >= 2**32:
+        raise ValueError(f"runs={runs} x users={problem.n} exceed the 2^32 noise counters; "
+                         "split the runs over several keys")

@@ -13,7 +13,9 @@ import numpy as np
 
 
 class TailFit(NamedTuple):
-    """r2 of the ``q_{1-delta}`` vs ``log(1/delta)`` line; ``q_0.999 / q_0.5``; log–log slope."""
+    """r2 of the ``q_{1-delta}`` vs ``log(1/delta)`` line; ``q_0.999 / q_0.5``; the log–log
+    slope ``d log q / d log(1/delta)`` (about 1/alpha for a tail ``P(X > x) ~ x^-alpha``,
+    small for light tails)."""
 
     r2: float
     ratio_999_50: float
@@ -76,7 +78,7 @@ def tail_fit(samples, deltas) -> TailFit:
     slope = _lstsq_slope(x, q[None])[0]
     resid = q - (q.mean() + slope * (x - x.mean()))
     r2 = 1.0 - float(resid @ resid) / float(((q - q.mean()) ** 2).sum())
-    loglog = float(_lstsq_slope(np.log(x), np.log(q)[None])[0])
+    loglog = float(_lstsq_slope(x, np.log(q)[None])[0])
     ratio = float(np.quantile(samples, 0.999) / np.quantile(samples, 0.5))
     return TailFit(float(r2), ratio, loglog)
 

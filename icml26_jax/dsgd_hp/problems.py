@@ -19,6 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 NOISES = ("gauss", "heavy")
 REGS = ("nonconvex", "l2")
@@ -229,38 +230,88 @@ def full_grad(prob: Problem, x, *, xp=jnp):
     return xp.einsum("...n,nd->...d", p - prob.y, prob.A) / prob.A.shape[0] + _reg(prob, x, xp)[1]
 
 
-def noise(kind: str, key, shape, sigma: float):
-    """Additive gradient noise with per-coordinate variance ``sigma**2``.
+def random_words(key_t, rid, uid, n: int, words: int):
+    """Counter-based random words of one step: a pure function of (key_t, run, user, word).
 
-    ``gauss``: ``sigma * N(0, I)`` (sub-Gaussian, A4 holds). ``heavy``: symmetric Lomax with
-    tail index 2.5 built from uniforms, ``sigma * s * (U^{-1/2.5} - 1) / sqrt(2 / 0.75)``,
-    ``U ~ (0, 1]``, s a random sign (finite variance, infinite 4th moment: A4 fails).
+    Word pair ``p`` of run ``r`` and user ``i`` is ``key_data(fold_in(key_t, c))`` with the
+    counter ``c = (r n + i) P + p`` (P pairs per user): one threefry call per two words,
+    whatever the device layout, and the first R runs are the same for any total run count.
+
+    Args:
+      key_t: the step's typed key, ``fold_in(key, t)``.
+      rid: [R] global run ids; uid: [nl] global user ids; n: total users.
+      words: 32-bit words per (run, user).
+
+    Returns:
+      uint32 [R, nl, words].
+    """
+    pairs = -(-words // 2)
+    ctr = ((rid[:, None, None] * n + uid[None, :, None]) * pairs + jnp.arange(pairs))
+    keys = jax.vmap(jax.random.fold_in, (None, 0))(key_t, ctr.ravel().astype(jnp.uint32))
+    w = jax.random.key_data(keys).reshape(rid.shape[0], uid.shape[0], 2 * pairs)
+    return w[..., :words]
+
+
+def _unit_open(bits):
+    """uint32 -> float32 uniform on the open interval (0, 1): (top 23 bits + 1/2) / 2^23."""
+    return ((bits >> 9).astype(jnp.float32) + 0.5) * 2.0**-23
+
+
+def noise_from_words(kind: str, w, sigma: float):
+    """Additive noise with per-coordinate variance ``sigma**2`` from random words.
+
+    ``gauss`` (1 word per coordinate): ``sigma * sqrt(2) erfinv(2u - 1)``, u uniform on
+    (0, 1) — sub-Gaussian, A4 holds. ``heavy`` (2 words per coordinate): a symmetric Lomax
+    law with tail index 2.5, ``sigma * s * (U^{-1/2.5} - 1) / sqrt(2 / 0.75)``, U on (0, 1]
+    resolved to 2^-46 near 0 from two words, s a random sign (finite variance, infinite 4th
+    moment: A4 fails).
+
+    Args:
+      kind: ``gauss`` or ``heavy``.
+      w: uint32 [..., d] (gauss) or [..., 2 d] (heavy).
     """
     if kind == "gauss":
-        return sigma * jax.random.normal(key, shape)
+        return (sigma * np.sqrt(2.0)) * lax.erf_inv(2.0 * _unit_open(w) - 1.0)
     if kind == "heavy":
-        u = jax.random.uniform(key, (3, *shape))
-        # float32 uniforms are multiples of 2^-23; spreading each atom over its bucket with
-        # a second uniform resolves U down to 2^-46, else the tail (and ~6% of the
-        # variance) would be cut off at |z| ~ 2^(23 / 2.5).
-        U = (1.0 - u[0]) - u[1] * 2.0**-23  # in (0, 1]
+        d = w.shape[-1] // 2
+        hi, lo = w[..., :d], w[..., d:]
+        # (0, 1] with 46 bits: float32 keeps the low word's resolution where U is tiny,
+        # which is where the tail (and ~6% of the variance) lives.
+        U = 1.0 - (hi >> 9).astype(jnp.float32) * 2.0**-23 - (
+            (lo >> 9).astype(jnp.float32) * 2.0**-46)
         mag = U ** (-1.0 / _HEAVY_ALPHA) - 1.0
-        return (sigma / _HEAVY_SCALE) * jnp.where(u[2] < 0.5, -mag, mag)
+        sign = jnp.where((lo & 1) == 1, -1.0, 1.0)
+        return (sigma / _HEAVY_SCALE) * sign * mag
     raise ValueError(f"unknown noise {kind!r}; allowed: {', '.join(NOISES)}")
 
 
-def draw(prob: Problem, keys, kind: str = "gauss", sigma: float = 1.0):
-    """The randomness of one step: per key, additive noise [d] (quadratic) or the position
-    of the sampled example in the user's shard (digits, int32 scalar).
+def noise(kind: str, key, shape, sigma: float):
+    """``noise_from_words`` drawn from one key, e.g. for tests and notebooks; shape [..., d]."""
+    if kind not in NOISES:
+        raise ValueError(f"unknown noise {kind!r}; allowed: {', '.join(NOISES)}")
+    shape = tuple(shape)
+    per = 1 if kind == "gauss" else 2
+    return noise_from_words(kind, jax.random.bits(key, (*shape[:-1], per * shape[-1])), sigma)
 
-    Args:
-      keys: typed keys [...], one per (run, user).
-    """
+
+def words_per_user(prob: Problem, kind: str) -> int:
+    """Random 32-bit words one (run, user) consumes per step."""
     if isinstance(prob, Quadratic):
-        return jax.vmap(lambda k: noise(kind, k, (prob.dim,), sigma))(keys.ravel()).reshape(
-            *keys.shape, prob.dim)
+        return prob.dim * (1 if kind == "gauss" else 2)
+    return 1
+
+
+def draw(prob: Problem, key_t, rid, uid, kind: str = "gauss", sigma: float = 1.0):
+    """The randomness of one step for runs ``rid`` [R] and users ``uid`` [nl].
+
+    Quadratic: additive noise [R, nl, d]. Digits: the position of each user's sampled example
+    in its shard, [R, nl] int32 (uniform; modulo bias < m / 2^32).
+    """
+    w = random_words(key_t, rid, uid, prob.n, words_per_user(prob, kind))
+    if isinstance(prob, Quadratic):
+        return noise_from_words(kind, w, sigma)
     m = prob.shards.shape[1]
-    return jax.vmap(lambda k: jax.random.randint(k, (), 0, m))(keys.ravel()).reshape(keys.shape)
+    return (w[..., 0] % jnp.uint32(m)).astype(jnp.int32)
 
 
 def stoch_grad(prob: Problem, x, uid, z, *, xp=jnp):
@@ -282,9 +333,9 @@ def stoch_grad(prob: Problem, x, uid, z, *, xp=jnp):
     return (1.0 / (1.0 + xp.exp(-s)) - prob.y[rows][..., None]) * a + _reg(prob, x, xp)[1]
 
 
-def local_grad(prob: Problem, x, uid, keys, kind: str = "gauss", sigma: float = 1.0):
-    """``stoch_grad(prob, x, uid, draw(prob, keys, kind, sigma))``; keys [R, nl]."""
-    return stoch_grad(prob, x, uid, draw(prob, keys, kind, sigma))
+def local_grad(prob: Problem, x, uid, key_t, rid, kind: str = "gauss", sigma: float = 1.0):
+    """``stoch_grad(prob, x, uid, draw(prob, key_t, rid, uid, kind, sigma))``."""
+    return stoch_grad(prob, x, uid, draw(prob, key_t, rid, uid, kind, sigma))
 
 
 def as_device(prob: Problem, dtype=jnp.float32) -> Problem:

@@ -234,9 +234,11 @@ def run(config, workdir: str) -> dict:
     if jax.process_index() == 0:
         report.plot_all(config, done, workdir)
     runtime = time.time() - t_start
-    results.write_results(workdir, paper=PAPER, variant=config.variant, seed=config.seed,
-                          config=config, metrics=metrics, claims=claims, runtime_s=runtime)
+    path = results.write_results(workdir, paper=PAPER, variant=config.variant, seed=config.seed,
+                                 config=config, metrics=metrics, claims=claims,
+                                 runtime_s=runtime)
     if jax.process_index() == 0:
         print(report.summary(config, metrics, claims))
     return {"paper": PAPER, "variant": config.variant, "seed": config.seed,
-            "metrics": metrics, "claims": [cl.to_dict() for cl in claims], "runtime_s": runtime}
+            "metrics": metrics, "claims": [cl.to_dict() for cl in claims], "runtime_s": runtime,
+            "results_path": path}  # None on processes other than 0, which write nothing

@@ -33,8 +33,11 @@ def test_tail_fit_light_vs_heavy():
     # Exponential quantiles are exactly linear in log(1/delta): q = log(1/delta).
     assert light.r2 >= 0.99
     assert light.ratio_999_50 == pytest.approx(np.log(1000) / np.log(2), rel=0.1)
-    heavy = metrics.tail_fit(rng.pareto(1.5, size=20000), deltas)
+    heavy = metrics.tail_fit(1 + rng.pareto(1.5, size=20000), deltas)  # P(X > x) = x^-1.5
     assert heavy.r2 < 0.9 and heavy.ratio_999_50 > 5 * light.ratio_999_50
+    # log q vs log(1/delta): slope 1/alpha for a Pareto(alpha) tail, far below for light ones.
+    assert heavy.loglog_slope == pytest.approx(1 / 1.5, abs=0.05)
+    assert light.loglog_slope < 0.6 * heavy.loglog_slope
 
 
 def test_tail_fit_needs_enough_runs():
