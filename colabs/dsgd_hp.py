@@ -173,7 +173,7 @@ for k, kind in enumerate(("gauss", "heavy")):
 fits = {kind: metrics.tail_fit(s, TAIL_DELTAS) for kind, s in tails.items()}
 rows = [[kind, f.r2, f.ratio_999_50, f.loglog_slope] for kind, f in fits.items()]
 print(format_table(rows, ["noise", "R^2 (q vs log 1/delta)", "q0.999 / q0.5",
-                          "d log q / d log log(1/delta)"]))
+                          "d log q / d log(1/delta)"]))
 print(f"heavy / gauss quantile ratio: "
       f"{fits['heavy'].ratio_999_50 / fits['gauss'].ratio_999_50:.2f}")
 

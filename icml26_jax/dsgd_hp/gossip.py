@@ -5,55 +5,106 @@ Every function takes the local block ``Y [..., nl, d]`` of the users this device
 and returns ``(W Y)`` restricted to the same rows. Communication is the subject here, so it
 is explicit: ``ppermute`` for circulant graphs (ring, exp), ``all_gather`` for arbitrary W,
 ``pmean`` for the complete graph only.
+
+Circulant mixing is split in two so that several graphs (and several offsets of one graph)
+share collectives: ``circulant_needs`` lists, per device hop, the rows another device must
+send; ``halo_exchange`` does one ``ppermute`` per hop; ``circulant_mix`` assembles ``W Y``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import jax.numpy as jnp
 from jax import lax
 
 from icml26_jax.core.mesh import USERS
 
-
-def _from_device_ahead(x, hops: int, n_dev: int):
-    """The value of ``x`` held by the device ``hops`` positions ahead on the users axis."""
-    hops %= n_dev
-    if hops == 0:
-        return x
-    return lax.ppermute(x, USERS, perm=[(j, (j - hops) % n_dev) for j in range(n_dev)])
+Needs = dict[int, tuple[int, int]]  # device hop -> rows [lo, hi) of that device's block
 
 
-def shift(Y, s: int, n: int):
-    """Global cyclic shift ``Z_i = Y_{(i + s) mod n}`` of a users-sharded block.
+def circulant_needs(offsets: Iterable[int], n: int, nl: int) -> Needs:
+    """Rows each device must receive for the cyclic shifts ``Z_i = Y_{(i + s) mod n}``.
 
-    Sends exactly the rows that change device: ``nl - r`` rows from the device ``q`` ahead
-    and ``r`` rows from the device ``q + 1`` ahead, where ``(q, r) = divmod(s mod n, nl)``.
+    With ``(q, r) = divmod(s mod n, nl)``, shift s takes rows ``[r, nl)`` of the device q
+    ahead and rows ``[0, r)`` of the device q + 1 ahead. Hop 0 (this device) is left out.
+    """
+    n_dev = n // nl
+    needs: Needs = {}
+
+    def add(hop, lo, hi):
+        hop %= n_dev
+        if hop and hi > lo:
+            old = needs.get(hop, (lo, hi))
+            needs[hop] = (min(old[0], lo), max(old[1], hi))
+
+    for s in offsets:
+        q, r = divmod(s % n, nl)
+        add(q, r, nl)
+        add(q + 1, 0, r)
+    return needs
+
+
+def merge_needs(*needs: Needs) -> Needs:
+    """The union of several ``circulant_needs`` (row ranges widened to cover all)."""
+    out: Needs = {}
+    for nd in needs:
+        for hop, (lo, hi) in nd.items():
+            old = out.get(hop, (lo, hi))
+            out[hop] = (min(old[0], lo), max(old[1], hi))
+    return out
+
+
+def halo_exchange(Y, needs: Needs, n_dev: int) -> dict[int, tuple[int, object]]:
+    """One ``ppermute`` per hop: ``{hop: (lo, rows [lo, hi) of the device hop ahead)}``."""
+    out = {}
+    for hop, (lo, hi) in sorted(needs.items()):
+        perm = [(j, (j - hop) % n_dev) for j in range(n_dev)]
+        out[hop] = (lo, lax.ppermute(Y[..., lo:hi, :], USERS, perm=perm))
+    return out
+
+
+def circulant_mix(Y, halo, offsets, weight: float, n: int):
+    """``W Y`` for a circulant W with ``w_{i, i+s} = weight`` for s in ``offsets`` and self
+    weight ``1 - len(offsets) * weight`` (Metropolis–Hastings on a regular graph).
+
+    Args:
+      Y: [..., nl, d] local block.
+      halo: ``halo_exchange`` output covering ``circulant_needs(offsets, n, nl)``, with the
+        same leading dimensions as Y.
     """
     nl = Y.shape[-2]
     n_dev = n // nl
-    q, r = divmod(s % n, nl)
-    parts = [_from_device_ahead(Y[..., r:, :], q, n_dev)]
-    if r:
-        parts.append(_from_device_ahead(Y[..., :r, :], q + 1, n_dev))
-    return jnp.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
 
+    def rows(hop, lo, hi):  # rows [lo, hi) of the block of the device `hop` ahead
+        hop %= n_dev
+        if hop == 0:
+            return Y[..., lo:hi, :]
+        start, block = halo[hop]
+        return block[..., lo - start:hi - start, :]
 
-def mix_circulant(Y, offsets, weight: float, n: int):
-    """``W Y`` for a circulant W with ``w_{i, i+s} = weight`` for s in ``offsets``.
-
-    The self weight is ``1 - len(offsets) * weight`` (Metropolis–Hastings on a regular graph).
-    """
     acc = (1.0 - len(offsets) * weight) * Y
     for s in offsets:
-        acc = acc + weight * shift(Y, s, n)
+        q, r = divmod(s % n, nl)
+        parts = [rows(q, r, nl)] + ([rows(q + 1, 0, r)] if r else [])
+        acc = acc + weight * (jnp.concatenate(parts, axis=-2) if r else parts[0])
     return acc
 
 
-def mix_ring(Y, n: int):
-    """Ring with weights 1/3: a halo exchange of one boundary row in each direction.
+def mix_circulant(Y, offsets, weight: float, n: int):
+    """``W Y`` for one circulant graph (one ``ppermute`` per distinct device hop)."""
+    nl = Y.shape[-2]
+    halo = halo_exchange(Y, circulant_needs(offsets, n, nl), n // nl)
+    return circulant_mix(Y, halo, offsets, weight, n)
 
-    ``shift`` by +1 and by n - 1 each move a single row between neighbouring devices.
-    """
+
+def shift(Y, s: int, n: int):
+    """Global cyclic shift ``Z_i = Y_{(i + s) mod n}`` of a users-sharded block."""
+    return mix_circulant(Y, (s,), 1.0, n)
+
+
+def mix_ring(Y, n: int):
+    """Ring with weights 1/3: a halo exchange of one boundary row in each direction."""
     if n < 3:
         raise ValueError(f"mix_ring needs n >= 3, got n={n}")
     return mix_circulant(Y, (1, n - 1), 1.0 / 3.0, n)
@@ -64,10 +115,10 @@ def mix_dense(Y, W_rows):
 
     Args:
       Y: [..., nl, d] local block.
-      W_rows: [nl, n] this device's rows of W.
+      W_rows: [nl, n] this device's rows of W (or [..., nl, n] matching Y's leading dims).
     """
     full = lax.all_gather(Y, USERS, axis=Y.ndim - 2, tiled=True)  # [..., n, d]
-    return jnp.einsum("in,...nd->...id", W_rows.astype(Y.dtype), full)
+    return jnp.einsum("...in,...nd->...id", W_rows.astype(Y.dtype), full)
 
 
 def mix_complete(Y):
