@@ -77,10 +77,11 @@ STEP_REFERENCE_US = {"ring": 0.70, "exp": 0.79, "complete": 0.66}
 GOSSIP_ATOL = 1e-5
 # The common-noise scan and a single-graph scan apply the same float32 operations to the same
 # noise; only XLA's fusion (and so rounding) differs between the two programs. The compared
-# gaps (~1e-4) are squares of distances ~1e-2 to x* of iterates ~1, so one float32 ulp of x
-# is ~1e-5 of the gap, and 2000 steps of differently rounded updates accumulate to ~3e-4
-# (measured); 1e-3 still catches any difference in the noise or the mixing.
-NETWORK_RTOL = 1e-3
+# gaps (~5e-5) are squares of distances ~5e-3 to x* of iterates ~1, so one float32 ulp of x
+# is ~3e-5 of the gap, and 2000 steps of differently rounded updates random-walk to a few
+# 1e-3 at the extreme run (measured: 3e-4 to 3e-3 over repeated runs). A wrong noise draw or
+# neighbour changes the gaps by O(1), so 1e-2 still catches it.
+NETWORK_RTOL = 1e-2
 
 
 def _sizes(quick: bool) -> dict:
