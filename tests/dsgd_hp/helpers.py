@@ -12,4 +12,5 @@ def tiny_config(sweeps=("speedup", "tails")):
     c.network.update(T=100, log_every=50, runs=16)
     c.logreg.update(ns=(1, 4), T=100, log_every=50, runs=8)
     c.nonconvex.update(ns=(1, 4), T=100, log_every=50, runs=8, splits=("iid",))
+    c.rate_hetero.update(n=8, T=200, log_every=50, runs=8)
     return c
