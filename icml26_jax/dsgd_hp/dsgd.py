@@ -28,7 +28,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.mesh import RUNS, USERS
 from icml26_jax.dsgd_hp import baselines, gossip, problems
-from icml26_jax.dsgd_hp.graphs import Graph
+from icml26_jax.dsgd_hp.graphs import Graph, torus_shape
 
 ORDERS = ("atc", "cta")
 BACKENDS = ("shard_map", "jit")
@@ -103,22 +103,26 @@ def nonconvex_step_size(n: int, T: int, L: float, c_alpha: float = 1.0) -> float
 
 
 class _GraphSpec(NamedTuple):
-    method: str  # "identity" | "circulant" | "complete" | "dense"
-    offsets: tuple[int, ...] | None
-    weight: float
+    method: str  # "identity" | "circulant" | "torus" | "complete" | "dense"
+    offsets: tuple[int, ...] | None  # the cyclic shifts it is made of (circulant, torus)
+    weight: float  # MH weight of every edge (regular graphs)
+    shape: tuple[int, int] | None = None  # torus (r, c)
 
 
 def _graph_spec(g: Graph, mixing: str) -> _GraphSpec:
     if g.n == 1:
         return _GraphSpec("identity", None, 0.0)
-    if mixing == "dense" or g.name in ("torus", "er"):
+    if mixing == "dense" or g.name == "er":
         return _GraphSpec("dense", None, 0.0)
     if g.name == "complete":
         return _GraphSpec("complete", None, 0.0)
-    weights = {float(g.W[0, o]) for o in g.offsets}
-    if len(weights) != 1:
-        raise ValueError(f"graph {g.name!r} is not a regular circulant graph")
-    return _GraphSpec("circulant", g.offsets, weights.pop())
+    weight = float(g.W[0][g.adjacency[0]][0])
+    if not np.allclose(g.W[g.adjacency], weight):
+        raise ValueError(f"graph {g.name!r} is not regular")
+    if g.name == "torus":
+        shape = torus_shape(g.n)
+        return _GraphSpec("torus", gossip.torus_offsets(*shape), weight, shape)
+    return _GraphSpec("circulant", g.offsets, weight)
 
 
 class _Static(NamedTuple):
@@ -229,22 +233,26 @@ def _kernel_shard_map(st: _Static, arrays, key_data, w_rows):
     uid = lax.axis_index(USERS) * nl + jnp.arange(nl)
     rid = lax.axis_index(RUNS) * Rl + jnp.arange(Rl)
     by_method = {m: [i for i, g in enumerate(st.graphs) if g.method == m]
-                 for m in ("identity", "circulant", "dense", "complete")}
-    circ = [st.graphs[i] for i in by_method["circulant"]]
-    # One ppermute per device hop for all circulant graphs together (ring's +-1 shifts are
-    # also exp's), one all_gather for all dense graphs, one pmean for complete.
-    needs = gossip.merge_needs(*[gossip.circulant_needs(g.offsets, st.n, nl) for g in circ])
+                 for m in ("identity", "circulant", "torus", "dense", "complete")}
+    shifted = sorted(by_method["circulant"] + by_method["torus"])
+    # One ppermute per device hop for all graphs made of cyclic shifts (ring's +-1 shifts are
+    # also exp's and the torus'), one all_gather for all dense graphs, one pmean for complete.
+    needs = gossip.merge_needs(*[gossip.circulant_needs(st.graphs[i].offsets, st.n, nl)
+                                 for i in shifted])
 
     def mix(Y):
         out = [None] * G
         for i in by_method["identity"]:
             out[i] = Y[i]
-        if circ:
-            Yc = jnp.stack([Y[i] for i in by_method["circulant"]])
-            halo = gossip.halo_exchange(Yc, needs, st.mesh.shape[USERS])
-            for j, (i, g) in enumerate(zip(by_method["circulant"], circ)):
-                halo_j = {hop: (lo, b[j]) for hop, (lo, b) in halo.items()}
-                out[i] = gossip.circulant_mix(Yc[j], halo_j, g.offsets, g.weight, st.n)
+        if shifted:
+            # `shifted` is sorted: a permuted re-stack of Y made XLA's CPU step 2x slower.
+            halo = gossip.halo_exchange(jnp.stack([Y[i] for i in shifted]), needs,
+                                        st.mesh.shape[USERS])
+            for j, i in enumerate(shifted):
+                g, halo_j = st.graphs[i], {hop: (lo, b[j]) for hop, (lo, b) in halo.items()}
+                out[i] = (gossip.circulant_mix(Y[i], halo_j, g.offsets, g.weight, st.n)
+                          if g.method == "circulant" else
+                          gossip.torus_mix(Y[i], halo_j, uid, g.shape, g.weight))
         if by_method["dense"]:
             Yd = jnp.stack([Y[i] for i in by_method["dense"]])
             full = lax.all_gather(Yd, USERS, axis=2, tiled=True)  # [Gd, Rl, n, d]

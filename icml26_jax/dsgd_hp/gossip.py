@@ -6,9 +6,10 @@ and returns ``(W Y)`` restricted to the same rows. Communication is the subject 
 is explicit: ``ppermute`` for circulant graphs (ring, exp), ``all_gather`` for arbitrary W,
 ``pmean`` for the complete graph only.
 
-Circulant mixing is split in two so that several graphs (and several offsets of one graph)
-share collectives: ``circulant_needs`` lists, per device hop, the rows another device must
-send; ``halo_exchange`` does one ``ppermute`` per hop; ``circulant_mix`` assembles ``W Y``.
+Mixing by cyclic shifts is split in two so that several graphs (and several offsets of one
+graph) share collectives: ``circulant_needs`` lists, per device hop, the rows another device
+must send; ``halo_exchange`` does one ``ppermute`` per hop; ``circulant_mix`` (ring, exp) and
+``torus_mix`` (a 2-D grid is cyclic shifts with a column mask) assemble ``W Y``.
 """
 
 from __future__ import annotations
@@ -64,15 +65,8 @@ def halo_exchange(Y, needs: Needs, n_dev: int) -> dict[int, tuple[int, object]]:
     return out
 
 
-def circulant_mix(Y, halo, offsets, weight: float, n: int):
-    """``W Y`` for a circulant W with ``w_{i, i+s} = weight`` for s in ``offsets`` and self
-    weight ``1 - len(offsets) * weight`` (Metropolis–Hastings on a regular graph).
-
-    Args:
-      Y: [..., nl, d] local block.
-      halo: ``halo_exchange`` output covering ``circulant_needs(offsets, n, nl)``, with the
-        same leading dimensions as Y.
-    """
+def _shifted(Y, halo, s: int, n: int):
+    """``Z_i = Y_{(i + s) mod n}`` from the local block and the received halo rows."""
     nl = Y.shape[-2]
     n_dev = n // nl
 
@@ -83,12 +77,51 @@ def circulant_mix(Y, halo, offsets, weight: float, n: int):
         start, block = halo[hop]
         return block[..., lo - start:hi - start, :]
 
+    q, r = divmod(s % n, nl)
+    if not r:
+        return rows(q, 0, nl)
+    return jnp.concatenate([rows(q, r, nl), rows(q + 1, 0, r)], axis=-2)
+
+
+def circulant_mix(Y, halo, offsets, weight: float, n: int):
+    """``W Y`` for a circulant W with ``w_{i, i+s} = weight`` for s in ``offsets`` and self
+    weight ``1 - len(offsets) * weight`` (Metropolis–Hastings on a regular graph).
+
+    Args:
+      Y: [..., nl, d] local block.
+      halo: ``halo_exchange`` output covering ``circulant_needs(offsets, n, nl)``, with the
+        same leading dimensions as Y.
+    """
     acc = (1.0 - len(offsets) * weight) * Y
     for s in offsets:
-        q, r = divmod(s % n, nl)
-        parts = [rows(q, r, nl)] + ([rows(q + 1, 0, r)] if r else [])
-        acc = acc + weight * (jnp.concatenate(parts, axis=-2) if r else parts[0])
+        acc = acc + weight * _shifted(Y, halo, s, n)
     return acc
+
+
+def torus_offsets(r: int, c: int) -> tuple[int, ...]:
+    """The cyclic shifts an r x c torus (row-major users) is made of: +-c between rows, and
+    +-1 within a row with the wrap-around shifts 1 - c and c - 1 at the row ends."""
+    n = r * c
+    return tuple(sorted({c % n, -c % n, 1, n - 1, (1 - c) % n, c - 1}))
+
+
+def torus_mix(Y, halo, uid, shape: tuple[int, int], weight: float):
+    """``W Y`` on an r x c wrap-around grid (degree 4, MH weight ``weight`` per edge).
+
+    The up/down neighbours are global cyclic shifts by +-c; the left/right neighbours are
+    shifts by -+1, except in the first/last column, where they wrap within the row (shifts
+    by c - 1 and 1 - c). Communication: the halo of ``circulant_needs(torus_offsets(r, c))``.
+
+    Args:
+      Y: [..., nl, d] local block; uid: [nl] global ids of its users.
+    """
+    r, c = shape
+    n = r * c
+    sh = lambda s: _shifted(Y, halo, s, n)
+    col = (uid % c)[:, None]  # [nl, 1]
+    right = jnp.where(col == c - 1, sh(1 - c), sh(1))
+    left = jnp.where(col == 0, sh(c - 1), sh(-1))
+    return (1.0 - 4 * weight) * Y + weight * (sh(c) + sh(-c) + right + left)
 
 
 def mix_circulant(Y, offsets, weight: float, n: int):

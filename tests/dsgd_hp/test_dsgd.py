@@ -33,7 +33,7 @@ def quad16():
 @pytest.mark.parametrize("mesh_shape", [(1, 1), (1, 2), (1, 4), (1, 8), (2, 4)])
 def test_shard_map_matches_dense_reference(quad16, order, mesh_shape):
     prob, Z = quad16
-    gs = [make_graph(g, 16) for g in ("ring", "exp", "complete")]
+    gs = [make_graph(g, 16) for g in ("ring", "exp", "complete", "torus")]
     trace, state = dsgd.simulate(prob, gs, SCHED, T=200, runs=8, key=7, mesh=_mesh(*mesh_shape),
                                  order=order, log_every=50, return_state=True)
     x = np.asarray(state.x)

@@ -46,6 +46,24 @@ def test_exp_circulant_equals_dense(n, n_dev):
     np.testing.assert_allclose(out, np.einsum("ij,rjd->rid", g.W, Y), atol=1e-6)
 
 
+@pytest.mark.parametrize("n,n_dev", [(9, 1), (16, 4), (32, 8), (64, 8), (64, 2), (36, 4)])
+def test_torus_shifts_equal_dense(n, n_dev):
+    g = graphs.make_graph("torus", n)
+    shape = graphs.torus_shape(n)
+    Y = np.random.default_rng(n).standard_normal((2, n, 3)).astype(np.float32)
+    w = float(g.W[0, 1])
+
+    def fn(y):
+        nl = y.shape[-2]
+        halo = gossip.halo_exchange(
+            y, gossip.circulant_needs(gossip.torus_offsets(*shape), n, nl), n // nl)
+        uid = jax.lax.axis_index(USERS) * nl + jnp.arange(nl)
+        return gossip.torus_mix(y, halo, uid, shape, w)
+
+    out = _run(fn, Y, _users_only_mesh(n_dev))
+    np.testing.assert_allclose(out, np.einsum("ij,rjd->rid", g.W, Y), atol=1e-6)
+
+
 @pytest.mark.parametrize("s", [0, 1, 3, 4, 7, 13])
 def test_shift_is_global_roll(s):
     n = 16
