@@ -256,7 +256,6 @@ def bench_network(n: int, runs: int, steps: int, log_every: int, repeats: int) -
         for a, b in ((tr_common.gap_mean[i], tr_sep[g].gap_mean[0]),
                      (tr_common.gap_mean[-1], tr_sep[g].gap_mean[1])):
             rel = max(rel, float(np.max(np.abs(a - b) / np.abs(b))))
-    # torus and er share one compiled program: both mix by all_gather and W is an input.
     return {"n": n, "runs": runs, "T": steps, "log_every": log_every, "graphs": NETWORK_GRAPHS,
             "common": common, "separate": separate, "separate_total": total,
             "max_rel_diff_common_vs_separate": rel, "rtol": NETWORK_RTOL,
@@ -315,7 +314,7 @@ def _tables(res: dict) -> str:
                           f"R={nw['runs']}, T={nw['T']}") +
         f"\n  separate / common (steady): {nw['ratio_separate_over_common']:.2f}x; "
         f"traces agree to {nw['max_rel_diff_common_vs_separate']:.1e} (relative; "
-        f"tolerance {nw['rtol']:g}); torus and er share one compiled program (W is an input)")
+        f"tolerance {nw['rtol']:g})")
     rows = [[t["name"], t["measured"], t["threshold"], t["reference"], t["met"]]
             for t in res["targets"]]
     out.append(results.format_table(
