@@ -3,9 +3,8 @@
 Users are sharded over the ``USERS`` mesh axis and independent runs over ``RUNS``
 (``core.mesh.users_mesh``). One jitted call simulates ``T`` steps of DSGD on several graphs
 at once, all fed the same noise, plus the centralized minibatch-SGD shadow (optax) that is
-DSGD with ``W = J``. Metrics are reduced inside the kernel (psum / pmax over users,
-all-gather over runs), so the outputs are small replicated ``[K, R]`` arrays that every
-process can read.
+DSGD with ``W = J``. Metrics are reduced over users inside the kernel (psum / pmax) and then
+replicated over runs, so the outputs are small ``[K, R]`` arrays that every process can read.
 
 Noise is a pure function of (key, step, global run id, global user id) (counter-based, see
 ``problems.random_words``): the numbers do not depend on the number of devices or processes.

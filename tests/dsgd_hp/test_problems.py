@@ -118,3 +118,15 @@ def test_errors():
         problems.quadratic(4, hetero=-1.0)
     with pytest.raises(ValueError, match="labels must be boolean"):
         problems.split_problem(np.ones((10, 2)), np.arange(10), 2)
+
+
+def test_draw_is_counter_based_and_local_grad_uses_it():
+    # Noise of (run r, user i) does not depend on which other runs/users are drawn with it.
+    q = problems.quadratic(8)
+    key_t = jax.random.fold_in(jax.random.key(3), 17)
+    full = np.asarray(problems.draw(q, key_t, jnp.arange(6), jnp.arange(8)))
+    part = np.asarray(problems.draw(q, key_t, jnp.arange(2, 4), jnp.arange(4, 8)))
+    np.testing.assert_array_equal(part, full[2:4, 4:8])
+    x = np.ones((6, 8, 10), np.float32)
+    g = problems.local_grad(problems.as_device(q), x, jnp.arange(8), key_t, jnp.arange(6))
+    np.testing.assert_allclose(g, q.h * (x - q.b) + full, rtol=1e-6, atol=1e-6)
