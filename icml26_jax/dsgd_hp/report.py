@@ -62,6 +62,9 @@ def evaluate(c, done: dict):
         m["rate"] = {"t": ts[idx].tolist(),
                      f"gap_{tag}_n{ns[-1]}": [_q(g, p) for g in sp["gap_mean"][-1, idx]],
                      f"slope_{tag}": _slope_dict(ts[idx], sp["gap_mean"][-1, idx], p, c)}
+        if c.variant == "full":  # enough runs (1024) for the q0.99 slope to be claims-grade
+            claims.append(results.in_range("speedup_slope_q99",
+                                           m["speedup"]["slope_q99"]["slope"], -1.15, -0.85))
         claims += [
             results.in_range(f"speedup_slope_{tag}", m["speedup"][f"slope_{tag}"]["slope"],
                              -1.15, -0.85),
@@ -146,10 +149,16 @@ def evaluate(c, done: dict):
                 # > 1: the network/heterogeneity term of Theorem 1 (A^2 for label skew).
                 "ratio_to_central": [_q(x, p) / cq for x, cq in zip(g, central)],
                 f"slope_{tag}": _slope_dict(nc["ns"], g, p, c)}
-        if "iid" in c.nonconvex.splits:
-            claims.append(results.in_range("nonconvex_speedup_slope",
-                                           m["nonconvex"]["iid"][f"slope_{tag}"]["slope"],
-                                           -0.75, -0.35))
+        # The claim is the slope over n <= 16 (the spec's {1, 4, 16}); larger n (full: 64)
+        # flattens on 1797 samples and is reported in the table and the all-n slope.
+        small = nc["ns"] <= 16
+        if "iid" in c.nonconvex.splits and small.sum() >= 2:
+            s_iid = list(c.nonconvex.splits).index("iid")
+            g = nc["gradnorm"][s_iid, small, 0, -1]
+            m["nonconvex"]["iid"][f"slope_{tag}_n_le_16"] = _slope_dict(nc["ns"][small], g, p, c)
+            claims.append(results.in_range(
+                "nonconvex_speedup_slope",
+                m["nonconvex"]["iid"][f"slope_{tag}_n_le_16"]["slope"], -0.75, -0.35))
     if "rate_hetero" in done:
         rh = done["rate_hetero"]
         idx = doubling_checkpoints(rh["ts"], c.rate_hetero.T)

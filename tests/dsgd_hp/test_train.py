@@ -133,3 +133,27 @@ def test_tfds_records_give_the_same_problem(tmp_path):
         np.testing.assert_allclose(a.A[a.shards], b.A[b.shards], atol=1e-7)
         np.testing.assert_array_equal(a.y[a.shards], b.y[b.shards])
         np.testing.assert_allclose(a.f_star, b.f_star, rtol=1e-6)
+
+
+def test_claims_from_synthetic_sweeps():
+    # Gaps that scale exactly like 1/n (and 1/t) must give slopes -1 and claims that hold;
+    # gaps flat in n must fail the speed-up claims. The q0.99 claim exists only in `full`.
+    rng = np.random.default_rng(0)
+    ns, ts = np.array([1, 2, 4, 8, 16]), np.array([250, 500, 750, 1000])
+    base = rng.exponential(size=(1, 1, 4096))
+    good = base / ns[:, None, None] / ts[None, :, None]
+    done = {"speedup": {"ns": ns, "ts": ts, "gap_mean": good, "gap_worst": good,
+                        "central": good}}
+    c = configs.get_config("full")
+    c.n_boot = 50
+    c.speedup.T = 1000
+    _, claims = report.evaluate(c, done)
+    by = {cl.name: cl for cl in claims}
+    assert set(by) == {"speedup_slope_q99", "speedup_slope_q90",
+                       "speedup_slope_worst_user_q90", "rate_slope_q90"}
+    assert all(cl.holds for cl in claims)
+    assert by["speedup_slope_q90"].measured == pytest.approx(-1.0, abs=1e-9)
+    flat = {"speedup": dict(done["speedup"], gap_mean=base.repeat(5, 0).repeat(4, 1))}
+    _, claims = report.evaluate(configs.get_config("default"), flat)
+    assert not {cl.name: cl for cl in claims}["speedup_slope_q90"].holds
+    assert "speedup_slope_q99" not in {cl.name for cl in claims}
