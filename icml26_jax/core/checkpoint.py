@@ -18,9 +18,8 @@ Resuming a run::
 
 from __future__ import annotations
 
-import os
-
 import logging
+import os
 
 import jax
 import numpy as np

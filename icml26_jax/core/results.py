@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 import jax
 import numpy as np
 
+from icml26_jax.core import distributed
+
 RESULTS_FILE = "results.json"
 _REQUIRED = {"paper": str, "variant": str, "seed": int, "config": dict, "metrics": dict,
              "claims": list, "runtime_s": numbers.Real}
@@ -129,7 +131,7 @@ def write_results(workdir: str | os.PathLike, *, paper: str, variant: str, seed:
                      "metrics": metrics, "claims": list(claims), "runtime_s": float(runtime_s),
                      **extra})
     validate_results(d)
-    if jax.process_index() != 0:
+    if not distributed.is_primary():
         return None
     os.makedirs(workdir, exist_ok=True)
     path = os.path.join(workdir, RESULTS_FILE)

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.dsgd_hp import configs, dsgd, problems, report
 from icml26_jax.dsgd_hp.graphs import GRAPHS, make_graph
 
@@ -231,13 +231,13 @@ def run(config, workdir: str) -> dict:
     metrics["runtime_per_sweep_s"] = {k: float(v) for k, v in runtimes.items()}
     metrics["devices"] = jax.device_count()
     metrics["processes"] = jax.process_count()
-    if jax.process_index() == 0:
+    if distributed.is_primary():
         report.plot_all(config, done, workdir)
     runtime = time.time() - t_start
     path = results.write_results(workdir, paper=PAPER, variant=config.variant, seed=config.seed,
                                  config=config, metrics=metrics, claims=claims,
                                  runtime_s=runtime)
-    if jax.process_index() == 0:
+    if distributed.is_primary():
         print(report.summary(config, metrics, claims))
     return {"paper": PAPER, "variant": config.variant, "seed": config.seed,
             "metrics": metrics, "claims": [cl.to_dict() for cl in claims], "runtime_s": runtime,
