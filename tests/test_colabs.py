@@ -107,7 +107,25 @@ def _check_dsgd_hp(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
-_OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp}
+def _check_adarope(text: str, nb, workdir: pathlib.Path) -> None:
+    # Golden values of the spec (b = 100, D = 16, L0 = 64, s = 4).
+    mult = _number(r"YaRN logit multiplier: ([\d.]+)", text)
+    assert abs(mult - 1.2965) < 1e-4, mult
+    assert _number(r"NTK base: ([\d.]+)", text) == pytest.approx(487.605, abs=1e-3)
+    # At init AdaRoPE is RoPE and AdaRoPE-ext is YaRN (float32 rounding only).
+    assert _number(r"AdaRoPE - RoPE\| logit at init: ([\d.e+-]+)", text) < 1e-4
+    assert _number(r"AdaRoPE-ext - YaRN\| logit at init: ([\d.e+-]+)", text) < 1e-4
+    res = results.load_results(workdir)
+    assert res["paper"] == "adarope" and res["variant"] == "smoke"
+    claims = {c["name"]: c for c in res["claims"]}
+    assert set(claims) == {"task_learned_at_train_length", "pe_params_move", "ext_beats_yarn"}
+    assert claims["pe_params_move"]["holds"], claims["pe_params_move"]
+    assert _number(r"adarope mean \|dphi\|: ([\d.]+)", text) > 0
+    assert (workdir / "acc_vs_length.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
+_OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope}
 
 
 @pytest.mark.notebook

@@ -1,0 +1,44 @@
+r"""AdaRoPE: head-specific rotary frequencies and scaling (ICML 2026), small-scale analogue.
+
+    python experiments/adarope.py --config=icml26_jax/adarope/configs.py:default \
+        --workdir=runs/adarope --seed=0
+    python experiments/adarope.py --config=icml26_jax/adarope/configs.py:smoke
+    python experiments/adarope.py --config.arms=rope,adarope --config.steps=2000
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from icml26_jax.core import flags as common  # noqa: E402
+
+_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "icml26_jax", "adarope", "configs.py")
+COMMON = common.define_flags("adarope")
+CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
+                                         "after ':', one of default, smoke, full).")
+
+
+def main(argv):
+    common.setup(argv, COMMON)
+    import jax
+
+    from icml26_jax.adarope import train
+
+    config = CONFIG.value
+    config.seed = COMMON.seed.value
+    for name in ("arms", "tasks", "eval_lens"):  # --config.arms=rope,adarope
+        if isinstance(config[name], str):
+            items = [x.strip() for x in config[name].split(",") if x.strip()]
+            config[name] = tuple(int(x) for x in items) if name == "eval_lens" else tuple(items)
+    train.validate_config(config)
+    logging.info("devices: %s", jax.devices())
+    train.run(config, COMMON.workdir.value)
+
+
+if __name__ == "__main__":
+    common.run(main)
