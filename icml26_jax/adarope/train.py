@@ -19,8 +19,6 @@ ends with the same numbers (batches are pure functions of (seed, step)).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import time
@@ -128,11 +126,6 @@ def _mqar(c, rng, batch, length, bucket=None):
     return tasks.mqar_batch(rng, batch, length, q.num_keys, q.num_values, q.num_queries,
                             distance_bucket=bucket, num_pairs=q.num_pairs,
                             num_filler=q.num_filler)
-
-
-def _fingerprint(c) -> int:
-    blob = json.dumps(c.to_dict(), sort_keys=True, default=str).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little") >> 2
 
 
 # --------------------------------------------------------------------------- models
@@ -380,7 +373,7 @@ def run(config, workdir: str) -> dict:
     validate_config(c)
     os.makedirs(workdir, exist_ok=True)
     ckroot = os.path.join(os.path.abspath(workdir), "checkpoints")
-    fp = _fingerprint(c)
+    fp = checkpoint.config_fingerprint(c)
     seeds = [c.seed + i for i in range(c.num_seeds)]
     S, arms = len(seeds), list(c.arms)
 

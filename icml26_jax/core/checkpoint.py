@@ -18,6 +18,8 @@ Resuming a run::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 
@@ -118,6 +120,14 @@ class Checkpointer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def config_fingerprint(config) -> int:
+    """A 62-bit hash of a config (``ConfigDict`` or dict), stored with a run's checkpoints so
+    that a resumed run refuses a ``--workdir`` written under another config."""
+    d = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    blob = json.dumps(d, sort_keys=True, default=str).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little") >> 2
 
 
 def save(directory: str | os.PathLike, step: int, state) -> None:

@@ -7,8 +7,6 @@ same numbers (every sweep's noise is a pure function of the seed and the sweep's
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import time
@@ -196,18 +194,12 @@ def sweep_rate_hetero(c):
 SWEEP_FNS = {name: globals()[f"sweep_{name}"] for name in configs.SWEEPS}
 
 
-def _fingerprint(c) -> int:
-    """A 62-bit hash of the config, stored with checkpoints to refuse resuming another run."""
-    blob = json.dumps(c.to_dict(), sort_keys=True, default=str).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little") >> 2
-
-
 def run(config, workdir: str) -> dict:
     """Runs the experiment; returns the results dict (also written to ``workdir``)."""
     t_start = time.time()
     validate_config(config)
     os.makedirs(workdir, exist_ok=True)
-    fp = _fingerprint(config)
+    fp = checkpoint.config_fingerprint(config)
     done, runtimes = {}, {}
     with checkpoint.Checkpointer(os.path.join(os.path.abspath(workdir), "checkpoints"),
                                  max_to_keep=1) as ckpt:

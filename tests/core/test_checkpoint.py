@@ -122,3 +122,15 @@ def test_relative_directory(tmp_path, monkeypatch):
 def test_bad_arguments(tmp_path, kwargs):
     with pytest.raises(ValueError, match="save_every|max_to_keep"):
         checkpoint.Checkpointer(tmp_path, **kwargs)
+
+
+def test_config_fingerprint():
+    import ml_collections
+
+    a = ml_collections.ConfigDict({"lr": 0.1, "arms": ("rope", "nope"), "sub": {"n": 3}})
+    b = ml_collections.ConfigDict({"sub": {"n": 3}, "arms": ("rope", "nope"), "lr": 0.1})
+    fp = checkpoint.config_fingerprint(a)
+    assert fp == checkpoint.config_fingerprint(b) == checkpoint.config_fingerprint(a.to_dict())
+    assert 0 <= fp < 2**62
+    b.sub.n = 4
+    assert checkpoint.config_fingerprint(b) != fp
