@@ -21,7 +21,7 @@ DECAYED = ("kernel", "embedding")
 LABELS = ("pe", "decay", "no_decay")
 
 
-def _name(path) -> str:
+def param_name(path) -> str:
     """The parameter's attribute name: the last path entry that is not NNX's ``.value``."""
     for entry in reversed(path):
         name = str(getattr(entry, "key", getattr(entry, "name", entry)))
@@ -33,7 +33,7 @@ def _name(path) -> str:
 def pe_param_labels(params):
     """A pytree like ``params`` of labels ``pe`` | ``decay`` | ``no_decay`` (by leaf name)."""
     def label(path, _):
-        name = _name(path)
+        name = param_name(path)
         if name in PE_PARAMS:
             return "pe"
         return "decay" if name in DECAYED else "no_decay"

@@ -156,13 +156,21 @@ def build(c, rope_cfgs: list[rope.RopeConfig], seeds: list[int], *,
     return graphdef, jax.tree.map(stack, *ps), jax.tree.map(stack, *rs)
 
 
+def with_backbone(ext_params, backbone, index):
+    """Extension models: position-encoding params from ``ext_params`` (their extension init),
+    every other weight from the trained ``backbone`` of seed ``index[n]`` for model n."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, new, old: new if optim.param_name(path) in optim.PE_PARAMS
+        else old[index], ext_params, backbone)
+
+
 def _tie_layers(rest):
     """``grads -> grads``: PE gradients of layer-tied models (YaRN-learned-uniform) summed over
     the layer axis, so their per-layer copies stay equal (one λ vector and one temperature
     for the whole network)."""
     def fn(grads):
         def tie(path, g, flag):
-            name = optim._name(path)
+            name = optim.param_name(path)
             if name not in optim.PE_PARAMS:
                 return g
             return flag * jnp.broadcast_to(jnp.sum(g, 0, keepdims=True), g.shape) + (
@@ -410,10 +418,7 @@ def run(config, workdir: str) -> dict:
         egraph, eparams, erest = build(c, ecfgs, [seeds[i] for i in eindex])
         if egraph != graphdef:
             raise AssertionError("extension models must share the backbone's graph")
-        # Backbone weights from the trained RoPE arm; PE parameters from the extension init.
-        eparams = jax.tree_util.tree_map_with_path(
-            lambda path, new, old: new if optim._name(path) in optim.PE_PARAMS
-            else old[eindex], eparams, backbone)
+        eparams = with_backbone(eparams, backbone, eindex)
         trained = [i for i, a in enumerate(ext_arms) if a in baselines.TRAINED_EXTENSIONS]
         t0 = time.time()
         losses_b = None
@@ -523,9 +528,7 @@ def lm_stage(c, seeds, ckroot: str, fp: int) -> dict:
         ecfgs = [rope_config(c, "rope", a) for a in ext_arms for _ in seeds]
         eindex = np.array([i % S for i in range(len(ecfgs))])
         eg, ep, er = build(c, ecfgs, [seeds[i] for i in eindex], vocab_size=L.vocab_size)
-        ep = jax.tree_util.tree_map_with_path(
-            lambda path, new, old: new if optim._name(path) in optim.PE_PARAMS
-            else old[eindex], ep, backbone)
+        ep = with_backbone(ep, backbone, eindex)
         eopt = optim.make_optimizer(dict_config(c.opt, steps=steps), train=train_what)
         # Frozen extension trains only AdaRoPE-ext (YaRN has nothing to learn); continued
         # pretraining trains both, all weights, on fresh samples at L'.

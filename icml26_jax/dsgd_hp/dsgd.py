@@ -168,7 +168,7 @@ class _Comm(NamedTuple):
 
 def _make_loop(st: _Static, prob, comm: _Comm, key):
     """The nested scan (log blocks > eval blocks > steps) on local or global blocks."""
-    G, n = len(st.graphs), st.n
+    n = st.n
     opt = baselines.centralized_sgd(st.schedule)  # the W = J shadow, on the same noise
 
     def step(carry, _):

@@ -23,7 +23,8 @@ def _by_label(tree, labels, label):
 def test_labels():
     _, p = _params()
     labels = optim.pe_param_labels(p)
-    names = {optim._name(path): lab for path, lab in jax.tree_util.tree_leaves_with_path(labels)}
+    names = {optim.param_name(path): lab
+             for path, lab in jax.tree_util.tree_leaves_with_path(labels)}
     assert names["log_freq"] == names["log_temp"] == names["log_interp"] == "pe"
     assert names["kernel"] == names["embedding"] == "decay"
     assert names["scale"] == "no_decay"

@@ -5,7 +5,6 @@ rounding; 1e-5 leaves a decade of room while any wrong neighbour, weight or nois
 moves the iterates by O(0.1).
 """
 
-import jax
 import numpy as np
 import pytest
 

@@ -1,7 +1,6 @@
 """2 processes x 2 CPU devices (gloo on 127.0.0.1) == 1 process x 4 devices."""
 
 import json
-import subprocess
 import sys
 
 import jax
