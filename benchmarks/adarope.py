@@ -12,7 +12,7 @@ Measured side by side in one process on the same inputs (spec adarope.md, "Bench
    cached implementation). Time = median of ``--repeats`` calls after a warm-up; peak
    memory = XLA's temp + argument + output bytes of the compiled program. Target ratio
    AdaRoPE/RoPE <= 1.15 at T = 256, reported for every T.
-2. Whole-model training step (the default experiment's model, batch 32, T = L0 = 64):
+2. Whole-model training step (the default experiment's model, batch 32, T = its L0):
    adarope vs rope arm, same optimiser. Target <= 1.10.
 
 Prints a table and writes ``benchmarks/results/adarope.json`` (``adarope_quick.json`` with
@@ -123,6 +123,7 @@ def model_step_case(repeats: int) -> dict:
         b = {k: b[k] for k in ("tokens", "targets", "mask")}
         out[arm] = {"time_s": _median_time(lambda p, o: step(p, r, o, b), (p, o), repeats)}
     out["ratio"] = out["adarope"]["time_s"] / out["rope"]["time_s"]
+    out["length"] = c.train_len
     return out
 
 
@@ -143,7 +144,7 @@ def main(argv):
                                title="One attention layer, fwd + bwd, batch 32", floatfmt=".3f"))
     res["model_step"] = model_step_case(repeats)
     ms = res["model_step"]
-    print(f"\nWhole-model train step (batch 32, T = 64): adarope "
+    print(f"\nWhole-model train step (batch 32, T = {ms['length']}): adarope "
           f"{1e3 * ms['adarope']['time_s']:.2f} ms, rope {1e3 * ms['rope']['time_s']:.2f} ms, "
           f"ratio {ms['ratio']:.3f} (target <= 1.10)")
     r256 = res["attention"]["256"]["ratio"]

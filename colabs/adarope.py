@@ -101,6 +101,12 @@ print(f"YaRN logit multiplier: {mult:.4f}")
 print("partial-0.25:", np.round(rope.partial_frequencies(D, B0, 0.25), 4))
 print("p-RoPE-0.75: ", np.round(rope.prope_frequencies(D, B0, 0.75), 4))
 print(f"NTK base: {B0 * S ** (D / (D - 2)):.3f}")
+# The experiment trains at L0 = 32 and uses b = 25 to keep the same regime (3 of 8 pairs
+# unseen at L0); see configs.py.
+cd = configs.get_config("default")
+wl = 2 * math.pi / rope.rope_frequencies(D, cd.base)
+print(f"default experiment: L0 = {cd.train_len}, b = {cd.base:g}, unseen pairs:",
+      np.nonzero(wl > cd.train_len)[0].tolist())
 
 # %% [markdown]
 # ## 2. The module
@@ -138,14 +144,17 @@ print("|d loss / d log_freq| per head:",
 # `k1 v1 ... ? q1 ? q2 ...`: at each query the model must output the value bound to that key.
 # Solving it takes a previous-token head (each value learns its key: a precise local offset,
 # high frequencies) and a retrieval head (a query finds its key anywhere: distance
-# invariant, low frequencies). Our calibrated default places 8 pairs among filler tokens.
+# invariant, low frequencies). With 16 keys, L0 = 32 holds 8 pairs, all queried; a longer
+# context holds more pairs, whose keys (distractors) are the 8 keys not queried, so every
+# query still has one answer.
 
 # %%
 c = configs.get_config("smoke")
-b = train._mqar(c, np.random.default_rng(0), 1, 64)
-print("tokens :", b["tokens"][0].tolist())
-print("queries at", b["query_pos"][0].tolist(), "-> keys at", b["key_pos"][0].tolist())
-print("targets:", b["targets"][0, b["query_pos"][0]].tolist())
+for T in (c.train_len, 2 * c.train_len):
+    b = train._mqar(c, np.random.default_rng(0), 1, T)
+    print(f"T = {T}: tokens :", b["tokens"][0].tolist())
+    print("  queries at", b["query_pos"][0].tolist(), "-> keys at", b["key_pos"][0].tolist())
+    print("  targets:", b["targets"][0, b["query_pos"][0]].tolist())
 
 # %% [markdown]
 # ## 4. The experiment at smoke size
@@ -165,7 +174,8 @@ out = train.run(c, WORKDIR)
 print(claims_table(out["claims"]))
 m = out["metrics"]
 for arm in m["arms"]:
-    print(f"{arm}: accuracy at 64 = {np.mean(m['accuracy'][arm]['64']):.3f}")
+    print(f"{arm}: accuracy at L0 = {c.train_len}: "
+          f"{np.mean(m['accuracy'][arm][str(c.train_len)]):.3f}")
 print(f"adarope mean |dphi|: {m['adarope_mean_abs_dphi']:.4f}")
 
 # %%

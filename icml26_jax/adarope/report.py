@@ -34,7 +34,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
     """``(metrics, claims)`` of a run from stage A (pretraining), B (extension) and the T3
     language-model stage."""
     L0, arms, S = c.train_len, a["arms"], len(a["seeds"])
-    hi = max(c.eval_lens)
+    hi = 4 * L0  # "4x": the claims read accuracy at 4 L0 (evaluated when it is in eval_lens)
     m = {"seeds": a["seeds"], "arms": arms, "eval_lens": list(c.eval_lens)}
     m["accuracy"] = {arm: {str(T): _per_seed(a, f"len_{T}", arm).tolist() for T in c.eval_lens}
                      for arm in arms}
@@ -43,7 +43,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
     if "t1_distance" in c.tasks:
         m["distance_accuracy"] = {
             arm: {f"{lo}-{hi_}": _per_seed(a, f"dist_{lo}_{hi_}", arm).tolist()
-                  for lo, hi_ in tasks.DISTANCE_BUCKETS} for arm in arms}
+                  for lo, hi_ in tasks.distance_buckets(c.distance_len)} for arm in arms}
     m["final_train_loss"] = {arm: a["loss"][-10:, i * S:(i + 1) * S].mean(0).tolist()
                              for i, arm in enumerate(arms)}
     m["first_train_loss"] = {arm: a["loss"][:10, i * S:(i + 1) * S].mean(0).tolist()
@@ -77,12 +77,12 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
                              f"min over arms >= 0.95 and adarope - rope ({d:+.3f}) >= -0.01",
                              valid))
     # 2. AdaRoPE beats RoPE at 4x.
-    if "rope" in arms and "adarope" in arms and hi >= 4 * L0:
+    if "rope" in arms and "adarope" in arms and hi in c.eval_lens:
         d = _mean(acc("adarope", hi) - acc("rope", hi))
         claims.append(results.at_least("adarope_beats_rope_at_4x", d, 0.15))
     # 3. ... and the best of NoPE / partial(-RoPE) / p-RoPE.
     others = [x for x in arms if x in ("nope", "partial-0.25", "prope-0.75")]
-    if "adarope" in arms and others and hi >= 4 * L0:
+    if "adarope" in arms and others and hi in c.eval_lens:
         ada = acc("adarope", hi)
         best = max(_mean(acc(x, hi)) for x in others)
         per_seed_ok = all((ada >= acc(x, hi) - 0.02).all() for x in others)
@@ -126,10 +126,11 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
                                       float(np.nanmean(rhos)), -0.5))
     for name, other, thr in (("per_head_beats_shared", "adarope-shared", 0.02),
                              ("per_head_beats_base_only", "adarope-base-only", 0.02)):
-        if "adarope" in arms and other in arms and hi >= 4 * L0:
+        if "adarope" in arms and other in arms and hi in c.eval_lens:
             claims.append(results.at_least(name, _mean(acc("adarope", hi) - acc(other, hi)),
                                            thr))
-    if all(x in arms for x in ("adarope", "adarope-freq-only", "adarope-scale-only")):
+    if hi in c.eval_lens and all(x in arms for x in ("adarope", "adarope-freq-only",
+                                                    "adarope-scale-only")):
         d = _mean(acc("adarope", hi)) - max(_mean(acc("adarope-freq-only", hi)),
                                             _mean(acc("adarope-scale-only", hi)))
         claims.append(_claim("both_components_needed", d,
@@ -149,7 +150,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
         if "t1_distance" in c.tasks:
             m["extension_distance_accuracy"] = {
                 arm: {f"{lo}-{hi_}": _per_seed(b, f"dist_{lo}_{hi_}", arm).tolist()
-                      for lo, hi_ in tasks.DISTANCE_BUCKETS} for arm in ext}
+                      for lo, hi_ in tasks.distance_buckets(c.distance_len)} for arm in ext}
         eacc = lambda arm, T: _per_seed(b, f"len_{T}", arm)  # noqa: E731
         if "adarope-ext" in ext and "yarn" in ext:
             if c.variant == "smoke":
@@ -290,7 +291,7 @@ def summary(c, m, claims) -> str:
                                 title=f"Pretraining (seed mean of {len(m['seeds'])})",
                                 floatfmt=".3f")]
     if "distance_accuracy" in m:
-        bk = [f"{lo}-{hi}" for lo, hi in tasks.DISTANCE_BUCKETS]
+        bk = [f"{lo}-{hi}" for lo, hi in tasks.distance_buckets(c.distance_len)]
         rows = [[arm] + [float(np.mean(m["distance_accuracy"][arm][k])) for k in bk]
                 for arm in m["arms"]]
         out.append(results.format_table(rows, ["arm"] + [f"dist {k}" for k in bk],

@@ -12,12 +12,23 @@ from __future__ import annotations
 
 import numpy as np
 
-DISTANCE_BUCKETS = ((0, 64), (64, 128), (128, 256))
+def distance_buckets(length: int) -> tuple[tuple[int, int], ...]:
+    """T1-distance buckets at context ``length`` D: [0, D/4), [D/4, D/2), [D/2, D).
+
+    At D = 256 these are the spec's [0, 64), [64, 128), [128, 256).
+    """
+    if length < 4 or length % 4:
+        raise ValueError(f"distance length must be a positive multiple of 4, got {length}")
+    q = length // 4
+    return ((0, q), (q, 2 * q), (2 * q, length))
 
 
-def mqar_vocab_size(num_keys: int, num_values: int, num_filler: int = 0) -> int:
-    """Vocabulary of :func:`mqar_batch`: keys, values, ``?``, pad and filler tokens."""
-    return num_keys + num_values + 2 + num_filler
+DISTANCE_BUCKETS = distance_buckets(256)
+
+
+def mqar_vocab_size(num_keys: int, num_values: int) -> int:
+    """Vocabulary of :func:`mqar_batch`: keys, values, ``?`` and pad."""
+    return num_keys + num_values + 2
 
 
 def mqar_num_pairs(length: int, num_queries: int = 8) -> int:
@@ -27,29 +38,30 @@ def mqar_num_pairs(length: int, num_queries: int = 8) -> int:
 
 def mqar_batch(rng: np.random.Generator, batch: int, length: int, num_keys: int,
                num_values: int, num_queries: int = 8,
-               distance_bucket: tuple[int, int] | None = None, num_pairs: int | None = None,
-               num_filler: int = 0) -> dict[str, np.ndarray]:
+               distance_bucket: tuple[int, int] | None = None,
+               repeat_distractors: bool = False) -> dict[str, np.ndarray]:
     """Multi-query associative recall: ``k1 v1 ... kn vn ? q1 ? q2 ... ? qQ``.
 
-    Keys are unique within a sequence; each q_j is one of them (distinct queries); the target
-    at the position of q_j is the value bound to that key, and the loss mask is 1 only there.
-    Solving it needs a previous-token head (a value token learns its key) and a
-    content-retrieval head (q_j finds the value whose key matches), so it cannot be solved
-    from a bag of tokens.
+    Every one of the n = (T - 2Q)/2 slots holds a key-value pair; each q_j is the key of a
+    distinct pair (the queried pairs), and the target at the position of q_j is that pair's
+    value (the loss mask is 1 only there). Solving it needs a previous-token head (a value
+    token learns its key) and a content-retrieval head (q_j finds the value whose key
+    matches), so it cannot be solved from a bag of tokens.
 
     Args:
       rng: NumPy generator.
       batch: B.
-      length: T; ``T - 2Q`` must be even and give ``Q <= n <= num_keys`` pairs.
+      length: T; ``T - 2Q`` must be even and give ``n >= Q`` pairs.
       num_keys, num_values: K and V.
       num_queries: Q.
       distance_bucket: ``(lo, hi)``: every queried key sits at distance ``lo <= t_q - t_k <
-        hi`` from its query token (T1-distance); None: uniform over the pairs.
-      num_pairs: if set (``Q <= num_pairs <= n``), only that many of the n two-token slots
-        hold key-value pairs (a random ordered subset); the other slots hold two filler
-        tokens drawn uniformly from ``num_filler`` ids ``[K+V+2, K+V+2+num_filler)``. The
-        pairs then spread over a context that grows with T, with filler as distractors.
-      num_filler: size of the filler vocabulary (needed with ``num_pairs < n``).
+        hi`` from its query token (T1-distance); None: the queried pairs are uniform over the
+        slots.
+      repeat_distractors: False (the spec's MQAR): all n keys of a sequence are distinct,
+        which needs ``n <= K``. True: the Q queried keys are distinct and occur once; the
+        other n - Q pairs (the distractors) draw their keys with replacement from the
+        ``K - Q`` keys that are not queried, so any length works with a small key set and
+        every answer stays unambiguous.
 
     Returns:
       ``tokens``, ``targets`` int32 ``[B, T]``; ``mask`` float32 ``[B, T]``; ``query_pos``
@@ -62,26 +74,18 @@ def mqar_batch(rng: np.random.Generator, batch: int, length: int, num_keys: int,
     if (length - 2 * num_queries) % 2 or length < 4 * num_queries:
         raise ValueError(f"length={length} must be even and >= 4 num_queries="
                          f"{4 * num_queries} (n = (T - 2Q)/2 pairs, n >= Q)")
-    n = mqar_num_pairs(length, num_queries)
-    if num_pairs is None and n > num_keys:
-        raise ValueError(f"length={length} needs n={n} unique keys but num_keys={num_keys}; "
-                         "use more keys or a shorter length")
     if num_values < 2:
         raise ValueError(f"num_values must be >= 2, got {num_values}")
-    slots = n
-    if num_pairs is not None:
-        if not num_queries <= num_pairs <= slots:
-            raise ValueError(f"num_pairs={num_pairs} must be in [num_queries={num_queries}, "
-                             f"{slots}] at length={length}")
-        if num_pairs < slots and num_filler < 1:
-            raise ValueError("num_pairs < (length - 2 num_queries) / 2 needs num_filler >= 1")
-        n = num_pairs
-        if n > num_keys:
-            raise ValueError(f"num_pairs={n} exceeds num_keys={num_keys}")
-    query_pos = 2 * slots + 2 * np.arange(num_queries) + 1  # position of q_j; `?` precedes it
-    # The queried pairs' slots first (each in its distance bucket, if any), then the other
-    # pairs' slots uniformly among the remaining ones.
-    dist = query_pos[:, None] - 2 * np.arange(slots)[None, :]  # [Q, slots]
+    n = mqar_num_pairs(length, num_queries)
+    if repeat_distractors:
+        if num_keys <= num_queries and n > num_queries:
+            raise ValueError(f"repeat_distractors needs num_keys={num_keys} > num_queries="
+                             f"{num_queries} (distractor keys are the non-queried ones)")
+    elif n > num_keys:
+        raise ValueError(f"length={length} needs n={n} unique keys but num_keys={num_keys}; "
+                         "use more keys, a shorter length or repeat_distractors=True")
+    query_pos = 2 * n + 2 * np.arange(num_queries) + 1  # position of q_j; `?` precedes it
+    dist = query_pos[:, None] - 2 * np.arange(n)[None, :]  # [Q, n]
     if distance_bucket is None:
         ok = np.ones_like(dist, bool)
     else:
@@ -90,35 +94,39 @@ def mqar_batch(rng: np.random.Generator, batch: int, length: int, num_keys: int,
         if ok.sum(1).min() < num_queries:
             raise ValueError(f"distance_bucket={distance_bucket} holds fewer than "
                              f"num_queries={num_queries} pairs at length={length}")
-    used = np.zeros((batch, slots), bool)
+    # The queried pairs' slots, each in its distance bucket (if any).
+    rows = np.arange(batch)[:, None]
+    used = np.zeros((batch, n), bool)
     qslot = np.zeros((batch, num_queries), np.int64)
     for j in range(num_queries):
-        score = np.where(ok[j][None, :] & ~used, rng.random((batch, slots)), -1.0)
+        score = np.where(ok[j][None, :] & ~used, rng.random((batch, n)), -1.0)
         qslot[:, j] = np.argmax(score, axis=1)
         used[np.arange(batch), qslot[:, j]] = True
-    score = np.where(used, -1.0, rng.random((batch, slots)))
-    others = np.argsort(-score, axis=1)[:, :n - num_queries]
-    # slot_of[b, p]: the slot of pair p (sorted, so pairs keep their order in the text).
-    slot_of = np.sort(np.concatenate([qslot, others], axis=1), axis=1)
-    pairs = np.argmax(slot_of[:, None, :] == qslot[:, :, None], axis=2)  # [B, Q]
-    keys = np.argsort(rng.random((batch, num_keys)), axis=1)[:, :n]  # unique per row
+    perm = np.argsort(rng.random((batch, num_keys)), axis=1)  # a random key order per row
+    qkeys = perm[:, :num_queries]
+    keys = np.empty((batch, n), np.int64)  # the key of every slot
+    if repeat_distractors:
+        pool = perm[:, num_queries:]
+        pick = rng.integers(0, max(num_keys - num_queries, 1), (batch, n))
+        keys[:] = np.take_along_axis(pool, pick, axis=1) if pool.shape[1] else 0
+    else:
+        # Distinct keys: the non-queried slots take the next keys of the permutation in order.
+        other = np.argsort(used, axis=1, kind="stable")[:, :n - num_queries]
+        keys[rows, other] = perm[:, num_queries:n]
+    keys[rows, qslot] = qkeys
     values = rng.integers(0, num_values, (batch, n))
-    rows = np.arange(batch)[:, None]
     tokens = np.empty((batch, length), np.int32)
-    filler0 = num_keys + num_values + 2
-    tokens[:, :2 * slots] = filler0 + rng.integers(0, max(num_filler, 1), (batch, 2 * slots))
-    kpos = 2 * slot_of  # [B, n]
-    tokens[rows, kpos] = keys
-    tokens[rows, kpos + 1] = num_keys + values
-    tokens[:, 2 * slots::2] = num_keys + num_values  # `?`
-    tokens[:, query_pos] = keys[rows, pairs]
+    tokens[:, 0:2 * n:2] = keys
+    tokens[:, 1:2 * n:2] = num_keys + values
+    tokens[:, 2 * n::2] = num_keys + num_values  # `?`
+    tokens[:, query_pos] = qkeys
     targets = np.full((batch, length), num_keys + num_values + 1, np.int32)  # pad
-    targets[:, query_pos] = num_keys + values[rows, pairs]
+    targets[:, query_pos] = num_keys + values[rows, qslot]
     mask = np.zeros((batch, length), np.float32)
     mask[:, query_pos] = 1.0
     return {"tokens": tokens, "targets": targets, "mask": mask,
             "query_pos": np.broadcast_to(query_pos, (batch, num_queries)).astype(np.int32),
-            "key_pos": kpos[rows, pairs].astype(np.int32)}
+            "key_pos": (2 * qslot).astype(np.int32)}
 
 
 def passkey_batch(rng: np.random.Generator, filler: np.ndarray, depth: float,

@@ -86,9 +86,12 @@ def validate_config(c) -> None:
     if ext and c.extension.length != int(round(c.extension.factor * c.train_len)):
         raise ValueError(f"config.extension.length={c.extension.length} must equal "
                          f"factor x train_len = {c.extension.factor} x {c.train_len}")
-    if "t1_distance" in c.tasks and c.distance_len < max(b[1] for b in tasks.DISTANCE_BUCKETS):
-        raise ValueError(f"config.distance_len={c.distance_len} must be >= 256 for the "
-                         "distance buckets")
+    if "t1_distance" in c.tasks:
+        if c.distance_len < 4 or c.distance_len % 4:
+            raise ValueError(f"config.distance_len={c.distance_len} must be a positive multiple "
+                             "of 4 (buckets [0, D/4), [D/4, D/2), [D/2, D))")
+        for bucket in tasks.distance_buckets(c.distance_len):
+            _mqar(c, np.random.default_rng(0), 1, c.distance_len, bucket)
     for T in lens + [c.extension.length]:
         _mqar(c, np.random.default_rng(0), 1, T)  # raises a ValueError naming the length
     if "t3" in c.tasks:
@@ -105,8 +108,7 @@ def validate_config(c) -> None:
 def model_config(c) -> TransformerConfig:
     m = c.model
     return TransformerConfig(
-        vocab_size=tasks.mqar_vocab_size(c.mqar.num_keys, c.mqar.num_values,
-                                         c.mqar.num_filler),
+        vocab_size=tasks.mqar_vocab_size(c.mqar.num_keys, c.mqar.num_values),
         d_model=m.d_model, num_layers=m.num_layers, num_heads=m.num_heads,
         mlp_ratio=m.mlp_ratio, rope_base=c.base)
 
@@ -124,8 +126,8 @@ def rope_config(c, arm: str, ext_arm: str = "none") -> rope.RopeConfig:
 def _mqar(c, rng, batch, length, bucket=None):
     q = c.mqar
     return tasks.mqar_batch(rng, batch, length, q.num_keys, q.num_values, q.num_queries,
-                            distance_bucket=bucket, num_pairs=q.num_pairs,
-                            num_filler=q.num_filler)
+                            distance_bucket=bucket,
+                            repeat_distractors=q.repeat_distractors)
 
 
 # --------------------------------------------------------------------------- models
@@ -337,7 +339,7 @@ def eval_sets(c, lengths) -> dict:
     sets = {f"len_{T}": _mqar(c, np.random.default_rng(EVAL_SEED + T), c.eval_size, T)
             for T in lengths}
     if "t1_distance" in c.tasks:
-        for i, bucket in enumerate(tasks.DISTANCE_BUCKETS):
+        for i, bucket in enumerate(tasks.distance_buckets(c.distance_len)):
             sets[f"dist_{bucket[0]}_{bucket[1]}"] = _mqar(
                 c, np.random.default_rng(DISTANCE_SEED + i), c.eval_size, c.distance_len,
                 bucket)

@@ -8,7 +8,7 @@ from icml26_jax.adarope import analysis, tasks
 K, V = 128, 32
 
 
-def _check_mqar(b, num_keys, num_values):
+def _check_mqar(b, num_keys, num_values, repeat=False):
     tok, tgt, mask = b["tokens"], b["targets"], b["mask"]
     for r in range(tok.shape[0]):
         keys = tok[r, b["key_pos"][r]]
@@ -17,7 +17,11 @@ def _check_mqar(b, num_keys, num_values):
         np.testing.assert_array_equal(tgt[r, b["query_pos"][r]], tok[r, b["key_pos"][r] + 1])
         ctx = tok[r, :b["query_pos"][r, 0] - 1]
         ks = ctx[ctx < num_keys]
-        assert len(ks) == len(set(ks.tolist()))  # unique keys
+        if repeat:  # queried keys occur once; distractor keys are never queried
+            for k in q:
+                assert (ks == k).sum() == 1
+        else:
+            assert len(ks) == len(set(ks.tolist()))  # unique keys
         assert (tok[r, b["query_pos"][r] - 1] == num_keys + num_values).all()  # `?`
         assert ((tgt[r, b["query_pos"][r]] >= num_keys)
                 & (tgt[r, b["query_pos"][r]] < num_keys + num_values)).all()
@@ -32,22 +36,35 @@ def test_mqar_spec_layout():
     assert len(set(b["query_pos"][0].tolist())) == 8
 
 
-def test_mqar_with_filler():
-    b = tasks.mqar_batch(np.random.default_rng(1), 8, 256, 16, 16, num_pairs=8, num_filler=16)
-    _check_mqar(b, 16, 16)
-    ctx = b["tokens"][:, :240]
-    assert ((ctx < 16).sum(1) == 8).all()  # 8 keys among 232 filler tokens
-    assert (ctx.max() < tasks.mqar_vocab_size(16, 16, 16))
+def test_mqar_repeat_distractors():
+    b = tasks.mqar_batch(np.random.default_rng(1), 8, 128, 16, 16, repeat_distractors=True)
+    _check_mqar(b, 16, 16, repeat=True)
+    ctx = b["tokens"][:, :112]
+    assert (ctx[:, 0::2] < 16).all() and (ctx[:, 1::2] >= 16).all()  # 56 pairs, no filler
+    assert ctx.max() < tasks.mqar_vocab_size(16, 16)
+    # With n == Q every pair is queried: the same keys as the spec's unique-key MQAR.
+    s = tasks.mqar_batch(np.random.default_rng(1), 8, 32, 16, 16, repeat_distractors=True)
+    _check_mqar(s, 16, 16)
+    assert sorted(s["key_pos"][0].tolist()) == list(range(0, 16, 2))
 
 
-@pytest.mark.parametrize("bucket", tasks.DISTANCE_BUCKETS)
-def test_distance_buckets(bucket):
-    for kw in ({}, {"num_pairs": 8, "num_filler": 16}):
-        b = tasks.mqar_batch(np.random.default_rng(2), 16, 256, K if not kw else 16, V,
-                             distance_bucket=bucket, **kw)
+def test_distance_buckets_scale_with_length():
+    assert tasks.distance_buckets(256) == ((0, 64), (64, 128), (128, 256))
+    assert tasks.distance_buckets(128) == ((0, 32), (32, 64), (64, 128))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        tasks.distance_buckets(30)
+
+
+@pytest.mark.parametrize("T,bucket", [(256, b) for b in tasks.distance_buckets(256)]
+                         + [(128, b) for b in tasks.distance_buckets(128)])
+def test_distance_buckets(T, bucket):
+    for repeat in (False, True):
+        keys = 16 if repeat else K
+        b = tasks.mqar_batch(np.random.default_rng(2), 16, T, keys, V, distance_bucket=bucket,
+                             repeat_distractors=repeat)
         d = b["query_pos"] - b["key_pos"]
         assert ((d >= bucket[0]) & (d < bucket[1])).all()
-        _check_mqar(b, K if not kw else 16, V)
+        _check_mqar(b, keys, V, repeat=repeat)
 
 
 def test_mqar_deterministic():
@@ -64,8 +81,8 @@ def test_mqar_errors():
         tasks.mqar_batch(np.random.default_rng(0), 2, 64, 16, V)  # 24 pairs > 16 keys
     with pytest.raises(ValueError, match="length=63"):
         tasks.mqar_batch(np.random.default_rng(0), 2, 63, K, V)
-    with pytest.raises(ValueError, match="num_filler"):
-        tasks.mqar_batch(np.random.default_rng(0), 2, 64, 16, V, num_pairs=8)
+    with pytest.raises(ValueError, match="repeat_distractors needs num_keys=8"):
+        tasks.mqar_batch(np.random.default_rng(0), 2, 64, 8, V, repeat_distractors=True)
     with pytest.raises(ValueError, match="distance_bucket"):
         tasks.mqar_batch(np.random.default_rng(0), 2, 64, K, V, distance_bucket=(128, 256))
 
