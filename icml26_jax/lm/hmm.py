@@ -74,7 +74,8 @@ class HMM(NamedTuple):
 
 def make_hmm(num_states: int = 32, vocab_size: int = 64, *, seed: int = 0,
              trans_concentration: float = 0.1, emit_concentration: float = 0.1,
-             sparsity: float | None = None) -> HMM:
+             sparsity: float | None = None, num_successors: int | None = None,
+             num_emissions: int | None = None) -> HMM:
     """A random stationary HMM, deterministic in ``seed``.
 
     Every row of ``trans`` and of ``emit`` is drawn from a symmetric Dirichlet (over its
@@ -100,6 +101,11 @@ def make_hmm(num_states: int = 32, vocab_size: int = 64, *, seed: int = 0,
         and ``emit`` that are exactly zero. Each row keeps
         ``max(1, round((1 - sparsity) * n))`` entries at random; row ``i`` of ``trans``
         always keeps its successor ``(i + 1) % S`` so the chain stays irreducible.
+      num_successors: None, or the exact number of nonzero entries of every row of
+        ``trans`` (in ``[1, S]``; row i always includes ``(i + 1) % S``); overrides
+        ``sparsity`` for ``trans``.
+      num_emissions: None, or the exact number of tokens every state emits (in ``[1, V]``);
+        overrides ``sparsity`` for ``emit``.
 
     Returns:
       An :class:`HMM` of float64 arrays.
@@ -115,12 +121,31 @@ def make_hmm(num_states: int = 32, vocab_size: int = 64, *, seed: int = 0,
                                  or not isinstance(sparsity, (int, float, np.number))
                                  or not 0 <= sparsity < 1):
         raise ValueError(f"sparsity must be None or in [0, 1), got sparsity={sparsity!r}")
+    if num_successors is not None:
+        num_successors = _check_int("num_successors", num_successors, 1)
+        if num_successors > num_states:
+            raise ValueError(f"num_successors={num_successors} exceeds num_states={num_states}")
+    if num_emissions is not None:
+        num_emissions = _check_int("num_emissions", num_emissions, 1)
+        if num_emissions > vocab_size:
+            raise ValueError(f"num_emissions={num_emissions} exceeds vocab_size={vocab_size}")
     rng = np.random.default_rng(seed)
     trans_mask = emit_mask = None
+    nxt = (np.arange(num_states) + 1) % num_states
     if sparsity is not None:
         trans_mask = _support(rng, num_states, num_states, sparsity)
-        trans_mask[np.arange(num_states), (np.arange(num_states) + 1) % num_states] = True
+        trans_mask[np.arange(num_states), nxt] = True
         emit_mask = _support(rng, num_states, vocab_size, sparsity)
+    if num_successors is not None:
+        # k - 1 random successors besides (i + 1) % S, which keeps the chain irreducible.
+        score = rng.random((num_states, num_states))
+        score[np.arange(num_states), nxt] = 2.0
+        order = np.argsort(-score, axis=1)
+        trans_mask = np.zeros((num_states, num_states), bool)
+        np.put_along_axis(trans_mask, order[:, :num_successors], True, axis=1)
+    if num_emissions is not None:
+        emit_mask = _support(rng, num_states, vocab_size,
+                             1.0 - num_emissions / vocab_size)
     trans = _dirichlet_rows(rng, float(trans_concentration), (num_states, num_states),
                             trans_mask)
     emit = _dirichlet_rows(rng, float(emit_concentration), (num_states, vocab_size), emit_mask)

@@ -212,3 +212,16 @@ def test_input_errors():
         hmm_lib.entropy_rate(h, length=1)
     with pytest.raises(ValueError, match=r"hmm must have init \[S\], trans \[S, S\]"):
         hmm_lib.sample(h._replace(trans=np.eye(3)), 1, 4, seed=0)
+
+
+def test_exact_support_sizes():
+    h = hmm_lib.make_hmm(128, 64, seed=0, trans_concentration=0.5, emit_concentration=0.5,
+                         num_successors=4, num_emissions=8)
+    assert ((h.trans > 0).sum(1) == 4).all()
+    assert ((h.emit > 0).sum(1) == 8).all()
+    assert (h.trans[np.arange(128), (np.arange(128) + 1) % 128] > 0).all()
+    np.testing.assert_allclose(h.trans.sum(1), 1.0)
+    with pytest.raises(ValueError, match="num_successors"):
+        hmm_lib.make_hmm(4, 8, num_successors=5)
+    with pytest.raises(ValueError, match="num_emissions"):
+        hmm_lib.make_hmm(4, 8, num_emissions=0)

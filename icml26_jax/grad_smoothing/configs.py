@@ -1,0 +1,54 @@
+"""Configurations of the Gradient Smoothing experiment: ``default``, ``smoke``, ``full``.
+
+Use as ``--config=icml26_jax/grad_smoothing/configs.py:smoke``; override any field with
+``--config.<field>=...`` (e.g. ``--config.alpha=0.4``, ``--config.lrs=1e-3,2e-3``).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+VARIANTS = ("default", "smoke", "full")
+
+
+def get_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """Returns the config of ``variant`` (one of ``VARIANTS``)."""
+    variant = variant or "default"
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown config variant {variant!r}; allowed: {', '.join(VARIANTS)}")
+    c = ml_collections.ConfigDict()
+    c.variant = variant
+    c.seed = 0
+    c.base = "adamw"  # sgd | adamw | muon
+    c.alpha = 0.2
+    c.mode = "plain"  # plain | norm | dir
+    c.radius = 1
+    c.depth = 8
+    c.model = dict(d_model=32, num_heads=4, mlp_ratio=4)
+    c.seq_len = 64
+    c.batch_size = 32
+    c.steps = 500
+    c.log_every = 25  # steps per compiled chunk; metrics and a checkpoint after each
+    c.lrs = (1e-3, 2e-3, 4e-3)
+    c.selection_seed = 100
+    c.eval_seeds = (0, 1, 2, 3, 4)
+    c.opt = dict(b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0, warmup_frac=0.05,
+                 final_lr_frac=0.1, momentum=0.9, muon_beta=0.95, adam_lr=2e-3)
+    c.hmm = dict(num_states=128, vocab_size=64, num_successors=4, num_emissions=8,
+                 concentration=0.5, seed=0)
+    c.val_size = 256
+    c.probe_size = 64
+    c.timing_steps = 50
+    if variant == "smoke":
+        c.model.d_model = 16
+        c.eval_seeds = (0, 1)
+        c.steps = 60
+        c.log_every = 20
+        c.lrs = (2e-3,)
+        c.val_size = 64
+        c.probe_size = 16
+        c.timing_steps = 5
+    elif variant == "full":
+        c.depth = 16
+        c.model.d_model = 48
+    return c
