@@ -19,7 +19,6 @@ ends with the same numbers (batches are pure functions of (seed, step)).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 
@@ -190,9 +189,9 @@ def _layer_tie_flag(rest):
 
 
 def models_mesh(num_models: int):
-    """A 1-D ``RUNS`` mesh over ``gcd(num_models, devices)`` devices: the stacked models are
-    independent, so sharding them is free parallelism (measured ~15% faster on 2 cores)."""
-    return mesh_lib.make_mesh((math.gcd(num_models, jax.device_count()),), (mesh_lib.RUNS,))
+    """``core.mesh.runs_mesh``: the stacked models are independent, so sharding them is free
+    parallelism (measured ~15-25% faster on 2 cores)."""
+    return mesh_lib.runs_mesh(num_models)
 
 
 def _shard(tree, mesh, dim: int = 0):

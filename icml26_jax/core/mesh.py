@@ -57,6 +57,16 @@ def users_mesh(n: int, runs: int | None = None) -> Mesh:
     return make_mesh((r, u), (RUNS, USERS), devices=devices[: r * u])
 
 
+def runs_mesh(n: int) -> Mesh:
+    """A 1-D ``RUNS`` mesh for ``n`` independent stacked replicas (arms x seeds ...): over
+    the largest divisor of ``n`` not above the device count, so the leading replica axis
+    shards evenly (15 replicas on 8 devices use 5)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    d = max(k for k in range(1, min(n, jax.device_count()) + 1) if n % k == 0)
+    return make_mesh((d,), (RUNS,))
+
+
 def make_mesh(shape: Sequence[int], names: Sequence[str], devices=None) -> Mesh:
     """``jax.make_mesh`` over the first ``prod(shape)`` devices (all of them by default)."""
     size = math.prod(shape)

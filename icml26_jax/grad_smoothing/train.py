@@ -10,7 +10,6 @@ replicas, ``lax.scan`` over ``config.log_every`` steps), checkpointed after ever
 
 from __future__ import annotations
 
-import math
 import time
 
 import jax
@@ -20,7 +19,7 @@ import optax
 from absl import logging
 from flax import nnx
 
-from icml26_jax.core import checkpoint
+from icml26_jax.core import checkpoint, distributed
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.grad_smoothing import baselines, metrics, model, transform
 from icml26_jax.lm import hmm as hmm_lib
@@ -167,10 +166,6 @@ def _eval_program(graphdef):
     return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
 
 
-def _mesh(n: int):
-    return mesh_lib.make_mesh((math.gcd(n, jax.device_count()),), (mesh_lib.RUNS,))
-
-
 def _shard(tree, mesh, dim: int = 0):
     return jax.tree.map(lambda x: mesh_lib.shard_leading(np.asarray(x), mesh, mesh_lib.RUNS,
                                                          dim), tree)
@@ -200,7 +195,7 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
             "cka": np.zeros((K, R, c.depth - 1), np.float32),
             "dw_cosine": np.zeros((K, R, c.depth - 1), np.float32),
             "update_norms": np.zeros((K, R, c.depth), np.float32)}
-    mesh = _mesh(R)
+    mesh = mesh_lib.runs_mesh(R)
     fp = checkpoint.config_fingerprint({"c": c.to_dict(), "seeds": seeds, "lrs": lrs,
                                         "arms": arms})
     with jax.set_mesh(mesh):
@@ -241,3 +236,78 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
                 ckpt.save(done, {"fingerprint": fp, "step": done, "logs": logs,
                                  "leaves": jax.tree.leaves((params, opt_state))}, force=True)
     return logs
+
+
+# --------------------------------------------------------------------------- run
+
+
+def time_steps(c, lang, arm: str, n: int) -> float:
+    """Median wall time of one compiled train step of a single replica of ``arm``."""
+    g, p, r = build(c, [0])
+    p, r = jax.tree.map(lambda x: x[0], p), jax.tree.map(lambda x: x[0], r)
+    tx = make_tx(c, np.float32(max(c.lrs)), arm_matrix(c, arm).astype(np.float32), c.steps)
+    step = jax.jit(lm_train.make_train_step(g, tx))
+    state = lm_train.promotion_safe(tx).init(p)
+    b = batches(c, lang, [0], 0, 1)
+    b = {k: v[0, 0] for k, v in b.items()}
+    p, state, _ = step(p, r, state, b)
+    jax.block_until_ready(p)
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        p, state, _ = step(p, r, state, b)
+        jax.block_until_ready(p)
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def run(config, workdir: str) -> dict:
+    """Stage 1 (LR selection on ``selection_seed``), stage 2 (evaluation seeds, paired:
+    base@lr_base, smoothed@lr_smoothed, permuted@lr_smoothed), timing, claims, figures,
+    results.json."""
+    import os
+
+    from icml26_jax.core import results
+    from icml26_jax.grad_smoothing import report
+
+    c = config
+    validate_config(c)
+    t_start = time.time()
+    lang = language(c)
+    ck = os.path.join(workdir, "checkpoints")
+    lrs = [float(x) for x in c.lrs]
+    # Stage 1: base and smoothed x every lr on the selection seed.
+    sel_arms = [a for a in ("base", "smoothed") for _ in lrs]
+    sel_lrs = lrs * 2
+    logging.info("stage 1: %d replicas (base, smoothed x lr %s), %d steps", len(sel_arms),
+                 lrs, c.steps)
+    s1 = train_replicas(c, lang, [c.selection_seed] * len(sel_arms), sel_lrs, sel_arms,
+                        ckpt_dir=os.path.join(ck, "stage1"), name="stage 1")
+    final = s1["val_loss"][-1]
+    best = {}
+    for arm in ("base", "smoothed"):
+        idx = [i for i, a in enumerate(sel_arms) if a == arm]
+        best[arm] = sel_lrs[min(idx, key=lambda i: final[i])]
+    logging.info("selected lr: base %g, smoothed %g", best["base"], best["smoothed"])
+    # Stage 2: evaluation seeds, paired.
+    seeds = [int(s) for s in c.eval_seeds]
+    arms2 = [a for a in ARMS for _ in seeds]
+    lrs2 = [best["base"] if a == "base" else best["smoothed"] for a in arms2]
+    logging.info("stage 2: %d replicas (%s x seeds %s), %d steps", len(arms2), ARMS, seeds,
+                 c.steps)
+    s2 = train_replicas(c, lang, seeds * len(ARMS), lrs2, arms2,
+                        ckpt_dir=os.path.join(ck, "stage2"), name="stage 2")
+    timing = {arm: time_steps(c, lang, arm, c.timing_steps) for arm in ("base", "smoothed")}
+    entropy = hmm_lib.entropy_rate(lang, num_seqs=c.val_size, length=c.seq_len + 1)
+    m, claims = report.evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy)
+    m["devices"] = jax.device_count()
+    if distributed.is_primary():
+        report.plots(c, m, workdir)
+    runtime = time.time() - t_start
+    path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed,
+                                 config=c, metrics=m, claims=claims, runtime_s=runtime)
+    if distributed.is_primary():
+        print(report.summary(c, m, claims))
+    return {"paper": PAPER, "variant": c.variant, "seed": c.seed, "metrics": m,
+            "claims": [cl.to_dict() for cl in claims], "runtime_s": runtime,
+            "results_path": path}

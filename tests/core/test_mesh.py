@@ -84,3 +84,13 @@ def test_sharded_computation_matches_host():
     x = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
     y = jax.jit(lambda v: jnp.sum(v ** 2, axis=1))(mesh_lib.shard_leading(x, mesh))
     np.testing.assert_allclose(mesh_lib.to_host(y), np.sum(x ** 2, axis=1), rtol=1e-6)
+
+
+def test_runs_mesh_largest_divisor():
+    from icml26_jax.core import mesh as mesh_lib
+
+    assert mesh_lib.runs_mesh(15).shape[mesh_lib.RUNS] == 5
+    assert mesh_lib.runs_mesh(16).shape[mesh_lib.RUNS] == 8
+    assert mesh_lib.runs_mesh(6).shape[mesh_lib.RUNS] == 6
+    assert mesh_lib.runs_mesh(7).shape[mesh_lib.RUNS] == 7
+    assert mesh_lib.runs_mesh(11).shape[mesh_lib.RUNS] == 1

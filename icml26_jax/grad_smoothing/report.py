@@ -1,0 +1,123 @@
+"""Claims, figures and printed tables of the Gradient Smoothing experiment (spec §Claims)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from icml26_jax.core import plotting, results
+from icml26_jax.grad_smoothing import metrics as gm
+
+FIGURES = ("val_loss.png", "depth_cka.png", "update_norms.png", "lr_sweep.png")
+ARMS = ("base", "smoothed", "permuted")
+
+
+def _claim(name, measured, threshold, holds):
+    return results.Claim(name, float(measured), threshold,
+                         bool(holds and np.isfinite(measured)))
+
+
+def evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy):
+    """``(metrics, claims)`` from stage 1 (selection), stage 2 (evaluation) and timing."""
+    S = len(c.eval_seeds)
+    per = lambda key, arm: np.asarray(s2[key])[:, ARMS.index(arm) * S:(ARMS.index(arm) + 1) * S]  # noqa: E731,E501
+    final = {a: per("val_loss", a)[-1] for a in ARMS}  # [S]
+    m = {"seeds": list(c.eval_seeds), "selected_lr": best, "entropy_rate": float(entropy),
+         "steps_logged": np.asarray(s2["steps"]).tolist(),
+         "lr_sweep": {f"{a}@{lr:g}": float(np.asarray(s1["val_loss"])[-1, i])
+                      for i, (a, lr) in enumerate(zip(sel_arms, sel_lrs))},
+         "final_val_loss": {a: final[a].tolist() for a in ARMS},
+         "excess_val_loss": {a: (final[a] - entropy).tolist() for a in ARMS},
+         "val_curves": {a: per("val_loss", a).T.tolist() for a in ARMS},
+         "adjacent_cka_final": {a: per("cka", a)[-1].tolist() for a in ARMS},
+         "dw_cosine_final": {a: per("dw_cosine", a)[-1].tolist() for a in ARMS},
+         "update_norms_mean": {a: per("update_norms", a).mean((0, 1)).tolist() for a in ARMS},
+         "step_time_s": timing}
+    claims = []
+    # 1. Smoothing lowers the final validation loss.
+    d = final["smoothed"] - final["base"]
+    wins = int(np.sum(d < 0))
+    need = max(1, int(np.ceil(0.8 * S)))
+    claims.append(_claim("smoothing_lowers_val_loss", d.mean(),
+                         f"mean <= -0.01 and < 0 on >= {need} of {S} seeds (held on {wins})",
+                         d.mean() <= -0.01 and wins >= need))
+    m["delta_val_loss"] = d.tolist()
+    # 2. Smoothed reaches the base's final loss sooner.
+    steps = np.asarray(s2["steps"])
+    hits = []
+    for i in range(S):
+        h = gm.steps_to_target(steps, per("val_loss", "smoothed")[:, i], final["base"][i])
+        hits.append(float(h) if h is not None else float("inf"))
+    med = float(np.median(hits))
+    m["steps_to_base_final"] = [h if np.isfinite(h) else None for h in hits]
+    claims.append(_claim("smoothing_reaches_target_sooner", med if np.isfinite(med) else
+                         float(c.steps) * 10, f"median step <= 0.9 x {c.steps} = "
+                         f"{0.9 * c.steps:g} (inf: never)", med <= 0.9 * c.steps))
+    # 3. The depth neighbours matter (permuted control).
+    Lb, Ls, Lp = (float(final[a].mean()) for a in ARMS)
+    ok = Ls < Lp and (Lb - Lp) <= 0.5 * (Lb - Ls)
+    claims.append(_claim("depth_neighbours_matter", Lp - Ls,
+                         f"L_smoothed < L_permuted and L_base - L_permuted ({Lb - Lp:+.4f}) <= "
+                         f"0.5 (L_base - L_smoothed) ({0.5 * (Lb - Ls):+.4f}); measured = "
+                         "L_permuted - L_smoothed", ok))
+    # 4. Smoothing structures representations across depth (adjacent CKA).
+    cka = {a: per("cka", a)[-1].mean(-1) for a in ARMS}  # [S]
+    more = int(np.sum(cka["smoothed"] > cka["base"]))
+    claims.append(_claim("smoothing_structures_depth",
+                         float(np.mean(cka["smoothed"] - cka["base"])),
+                         f"adjacent CKA higher on >= {need} of {S} seeds (held on {more}); "
+                         "measured = mean difference", more >= need))
+    # 5. Overhead.
+    ratio = timing["smoothed"] / timing["base"]
+    claims.append(results.at_most("smoothing_overhead_small", ratio, 1.05))
+    return m, claims
+
+
+def plots(c, m, workdir: str) -> None:
+    steps = np.asarray(m["steps_logged"])
+    fig, ax = plotting.figure()
+    for a in ARMS:
+        v = np.asarray(m["val_curves"][a])  # [S, K]
+        ax.plot(steps, v.mean(0), label=a)
+        ax.fill_between(steps, v.min(0), v.max(0), alpha=0.2)
+    ax.axhline(m["entropy_rate"], color="gray", ls=":", lw=1, label="HMM entropy rate")
+    ax.set(xlabel="step", ylabel="validation loss (nats/token)",
+           title="Validation loss (mean, range over seeds)")
+    ax.legend()
+    plotting.save(fig, os.path.join(workdir, "val_loss.png"))
+    fig, ax = plotting.figure()
+    for a in ARMS:
+        v = np.asarray(m["adjacent_cka_final"][a])  # [S, L-1]
+        ax.plot(np.arange(1, v.shape[1] + 1), v.mean(0), marker="o", label=a)
+    ax.set(xlabel="block pair (l, l+1)", ylabel="linear CKA", title="Adjacent-block CKA (end)")
+    ax.legend()
+    plotting.save(fig, os.path.join(workdir, "depth_cka.png"))
+    fig, ax = plotting.figure()
+    for a in ARMS:
+        v = np.asarray(m["update_norms_mean"][a])
+        ax.plot(np.arange(1, len(v) + 1), v, marker="o", label=a)
+    ax.set(xlabel="block", ylabel="mean update norm", title="Per-block update norms")
+    ax.legend()
+    plotting.save(fig, os.path.join(workdir, "update_norms.png"))
+    fig, ax = plotting.figure()
+    for a in ("base", "smoothed"):
+        pts = sorted((float(k.split("@")[1]), v) for k, v in m["lr_sweep"].items()
+                     if k.startswith(a + "@"))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a)
+    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss",
+           title=f"LR selection (seed {c.selection_seed})")
+    ax.legend()
+    plotting.save(fig, os.path.join(workdir, "lr_sweep.png"))
+
+
+def summary(c, m, claims) -> str:
+    rows = [[a, float(np.mean(m["final_val_loss"][a])), float(np.std(m["final_val_loss"][a])),
+             float(np.mean(m["excess_val_loss"][a])),
+             float(np.mean(np.asarray(m["adjacent_cka_final"][a])))] for a in ARMS]
+    out = [results.format_table(rows, ["arm", "val loss", "std", "excess over H", "adj. CKA"],
+                                title=f"{c.base}, depth {c.depth}, {c.steps} steps, "
+                                      f"{len(m['seeds'])} seeds (selected lr: "
+                                      f"{m['selected_lr']})", floatfmt=".4f"),
+           results.claims_table(claims)]
+    return "\n\n".join(out)
