@@ -125,7 +125,22 @@ def _check_adarope(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
-_OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope}
+def _check_grad_smoothing(text: str, nb, workdir: pathlib.Path) -> None:
+    # alpha = 0 is optax.adamw (float32 rounding only).
+    assert _number(r"max \|smoothed\(alpha=0\) - optax.adamw\| update: ([\d.e+-]+)", text) < 1e-6
+    assert "embedding update unchanged by smoothing: True" in text
+    # Spec golden value: an alternating update shrinks by 1 - 4 alpha / 3 inside (alpha 0.2).
+    assert "0.7333" in text, "the alternating-update factor 1 - 4*0.2/3 was not printed"
+    res = results.load_results(workdir)
+    assert res["paper"] == "grad_smoothing" and res["variant"] == "smoke"
+    claims = {c["name"] for c in res["claims"]}
+    assert {"smoothing_lowers_val_loss", "depth_neighbours_matter"} <= claims, sorted(claims)
+    assert (workdir / "val_loss.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
+_OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
+                  "grad_smoothing": _check_grad_smoothing}
 
 
 @pytest.mark.notebook
