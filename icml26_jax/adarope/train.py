@@ -237,33 +237,21 @@ def _train_on_mesh(c, graphdef, params, rest, optimizer, batch_fn, mesh, *, step
                    ckpt_dir, fingerprint, name, tie_layers):
     params, rest = _shard(params, mesh), _shard(rest, mesh)
     opt_state = _shard(jax.jit(jax.vmap(optimizer.init))(params), mesh)
-    treedef = jax.tree.structure((params, opt_state))
-    losses = np.zeros((steps, jax.tree.leaves(params)[0].shape[0]), np.float32)
-    start = 0
+    logs = {"losses": np.zeros((steps, jax.tree.leaves(params)[0].shape[0]), np.float32)}
     program = _train_program(graphdef, optimizer, tie_layers)
-    with checkpoint.Checkpointer(ckpt_dir, max_to_keep=1) as ckpt:
-        if ckpt.latest_step() is not None:
-            saved = ckpt.restore()
-            if int(saved["fingerprint"]) != fingerprint:
-                raise ValueError(f"{ckpt_dir} holds a run with a different config; pass a new "
-                                 "--workdir or delete that one")
-            params, opt_state = _shard(jax.tree.unflatten(treedef, saved["leaves"]), mesh)
-            start = int(saved["step"])
-            losses = np.asarray(saved["losses"])
-            logging.info("%s: resuming at step %d", name, start)
-        t0 = time.time()
-        for s0 in range(start, steps, chunk):
-            batches = _shard(batch_fn(s0, chunk), mesh, dim=1)
-            params, opt_state, loss, acc = program(params, rest, opt_state, batches)
-            losses[s0:s0 + chunk] = np.asarray(loss).T
-            done = s0 + chunk
-            rate = (time.time() - t0) / (done - start)
-            logging.info("%s step %d/%d: loss %s acc %s (%.2f s/step)", name, done, steps,
-                         np.round(np.asarray(loss)[:, -1], 3),
-                         np.round(np.asarray(acc)[:, -1], 3), rate)
-            ckpt.save(done, {"fingerprint": fingerprint, "step": done, "losses": losses,
-                             "leaves": jax.tree.leaves((params, opt_state))}, force=True)
-    return mesh_lib.to_host(params), losses
+
+    def advance(state, logs, s0, n):
+        batches = _shard(batch_fn(s0, n), mesh, dim=1)
+        p, o = state
+        p, o, loss, acc = program(p, rest, o, batches)
+        logs["losses"][s0:s0 + n] = np.asarray(loss).T
+        return (p, o), (f"loss {np.round(np.asarray(loss)[:, -1], 3)} "
+                        f"acc {np.round(np.asarray(acc)[:, -1], 3)}")
+
+    (params, _), logs = checkpoint.run_chunks(
+        ckpt_dir, fingerprint=fingerprint, state=(params, opt_state), logs=logs, steps=steps,
+        chunk=chunk, advance=advance, place=lambda t: _shard(t, mesh), name=name)
+    return mesh_lib.to_host(params), logs["losses"]
 
 
 def _expand(batch: dict, index: np.ndarray, axis: int) -> dict:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 
 import jax
 import numpy as np
@@ -164,3 +165,50 @@ def _host_restore_args(meta):
     if isinstance(meta, ocp.metadata.ScalarMetadata):
         return ocp.RestoreArgs(restore_type=type(np.zeros((), meta.dtype).item()))
     return ocp.RestoreArgs(restore_type=np.ndarray)
+
+
+def run_chunks(directory: str | os.PathLike, *, fingerprint: int, state, logs: dict,
+               steps: int, chunk: int, advance, place=None, name: str = "train"):
+    """A resumable training loop in chunks of ``chunk`` steps, checkpointed after each chunk.
+
+    Args:
+      directory: checkpoint directory (one step kept).
+      fingerprint: :func:`config_fingerprint` of what is being trained; a directory written
+        under another fingerprint raises a ``ValueError`` instead of resuming.
+      state: the device pytree carried across chunks (params, optimiser state, ...).
+      logs: dict of host NumPy arrays the chunks fill in (saved and restored with the state).
+      steps: total steps.
+      chunk: steps per chunk (the last chunk may be shorter).
+      advance: ``advance(state, logs, start, n) -> (state, message)``: runs steps
+        ``[start, start + n)``, writes into ``logs`` in place and returns a progress message.
+      place: ``place(host_tree) -> state`` re-shards a restored state (default: as restored).
+      name: prefix of the progress log lines.
+
+    Returns:
+      ``(state, logs)`` after ``steps`` steps.
+    """
+    if chunk < 1 or steps < 0:
+        raise ValueError(f"run_chunks needs chunk >= 1 and steps >= 0, got {chunk}, {steps}")
+    place = place or (lambda tree: tree)
+    treedef = jax.tree.structure(state)
+    start = 0
+    with Checkpointer(directory, max_to_keep=1) as ckpt:
+        if ckpt.latest_step() is not None:
+            saved = ckpt.restore()
+            if int(saved["fingerprint"]) != int(fingerprint):
+                raise ValueError(f"{directory} holds a run with a different config; pass a "
+                                 "new --workdir or delete that one")
+            state = place(jax.tree.unflatten(treedef, saved["leaves"]))
+            start = int(saved["step"])
+            logs = {k: np.asarray(v) for k, v in saved["logs"].items()}
+            logging.getLogger("absl").info("%s: resuming at step %d", name, start)
+        t0 = time.time()
+        for s0 in range(start, steps, chunk):
+            n = min(chunk, steps - s0)
+            state, message = advance(state, logs, s0, n)
+            done = s0 + n
+            logging.getLogger("absl").info("%s step %d/%d: %s (%.2f s/step)", name, done, steps,
+                                           message, (time.time() - t0) / (done - start))
+            ckpt.save(done, {"fingerprint": int(fingerprint), "step": done, "logs": logs,
+                             "leaves": jax.tree.leaves(state)}, force=True)
+    return state, logs

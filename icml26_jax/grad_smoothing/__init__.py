@@ -9,6 +9,7 @@ learning rate.
 from icml26_jax.grad_smoothing.baselines import base_optimizer, permuted_control
 from icml26_jax.grad_smoothing.metrics import (adjacent_cka, adjacent_update_cosine,
                                                block_update_norms, linear_cka, steps_to_target)
+from icml26_jax.grad_smoothing.model import ViT
 from icml26_jax.grad_smoothing.transform import (default_block_filter, depth_smoothing,
                                                  muon_dimension_numbers, smoothed_optimizer,
                                                  smoothing_matrix, window_matrix)
@@ -17,5 +18,5 @@ __all__ = [
     "adjacent_cka", "adjacent_update_cosine", "base_optimizer", "block_update_norms",
     "default_block_filter", "depth_smoothing", "linear_cka", "muon_dimension_numbers",
     "permuted_control", "smoothed_optimizer", "smoothing_matrix", "steps_to_target",
-    "window_matrix",
+    "ViT", "window_matrix",
 ]

@@ -10,6 +10,14 @@ takes ~0.55 s and of the stage-2 program (15 replicas over 5 devices) ~1.3 s, ev
 included, against the spec's ~1 s per 21 replica-steps: 500 steps would take ~15.5 min.
 The default therefore trains **300 steps** (~9.5 min); ``--config.steps=500`` is the
 spec's protocol for a bigger machine.
+
+``full`` (spec: ~1.5 h on 2 cores; measured here before any comparison, 20 steps of each
+program at depth 16, d_model 48): one step costs ~3.9 s for 15 AdamW or Muon replicas,
+~1.6 s for 6, and ~2.1 s for 15 replicas at depth 8, so one step of all three LM protocols
+(AdamW and Muon with the alpha x mode selection, AdamW at depth 8) costs ~20 s, and a
+ViT epoch of the 26 digit replicas ~28 s. The spec's 500 steps and 150 epochs would take
+~4 h; ``full`` therefore trains **200 LM steps and 25 ViT epochs** (~80 min), the same for
+every arm. ``--config.steps=500 --config.full.vit.epochs=150`` is the spec's protocol.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.log_every = 25  # steps per compiled chunk; metrics and a checkpoint after each
     c.lrs = (1e-3, 2e-3, 4e-3)
     c.selection_seed = 100
+    c.selection_seeds = (100, 101)  # full: alpha x mode selection
     c.eval_seeds = (0, 1, 2, 3, 4)
     c.opt = dict(b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0, warmup_frac=0.05,
                  final_lr_frac=0.1, momentum=0.9, muon_beta=0.95, adam_lr=2e-3)
@@ -47,6 +56,12 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.val_size = 256
     c.probe_size = 64
     c.timing_steps = 50
+    # Used by the ``full`` variant only (spec §Experiment, full).
+    c.full = dict(alphas=(0.1, 0.2, 0.4), modes=("plain", "norm"), muon_lrs=(0.01, 0.02, 0.04),
+                  compare_depth=8,
+                  vit=dict(depth=8, d_model=64, num_heads=4, patch=2, epochs=150, batch_size=64,
+                           lrs=(1e-3, 2e-3, 4e-3), folds=5, seeds=(0, 1), selection_seed=100,
+                           alpha=0.2, mode="plain", log_every_epochs=10))
     if variant == "smoke":
         c.model.d_model = 16
         c.eval_seeds = (0, 1)
@@ -57,7 +72,9 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
         c.probe_size = 16
         c.timing_steps = 5
     elif variant == "full":
-        c.steps = 500
+        c.steps = 200
         c.depth = 16
         c.model.d_model = 48
+        c.full.vit.epochs = 25
+        c.full.vit.log_every_epochs = 5
     return c

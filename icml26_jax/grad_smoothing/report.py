@@ -10,6 +10,7 @@ from icml26_jax.core import plotting, results
 from icml26_jax.grad_smoothing import metrics as gm
 
 FIGURES = ("val_loss.png", "depth_cka.png", "update_norms.png", "lr_sweep.png")
+FIGURES_FULL = ("val_loss_muon.png", "vit_accuracy.png")
 ARMS = ("base", "smoothed", "permuted")
 
 
@@ -74,6 +75,87 @@ def evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy):
     return m, claims
 
 
+def _finals(c, s2) -> dict:
+    S = len(c.eval_seeds)
+    v = np.asarray(s2["val_loss"])[-1]
+    return {a: v[i * S:(i + 1) * S] for i, a in enumerate(ARMS)}
+
+
+def evaluate_full(c, main, muon, shallow, v) -> tuple[dict, list]:
+    """Metrics and claims 6-8 of the ``full`` variant: the Muon protocol, the depth
+    comparison and the ViT (``train.protocol`` outputs and ``vit.run_vit``'s dict)."""
+    m, claims = {}, []
+    # 6. Claim 1 with Muon as the base.
+    fm = _finals(muon["config"], muon["s2"])
+    d = fm["smoothed"] - fm["base"]
+    S = len(d)
+    need = max(1, int(np.ceil(0.8 * S)))
+    wins = int(np.sum(d < 0))
+    claims.append(_claim("smoothing_lowers_val_loss_muon", d.mean(),
+                         f"mean <= -0.01 and < 0 on >= {need} of {S} seeds (held on {wins})",
+                         d.mean() <= -0.01 and wins >= need))
+    m["muon"] = {"selected_lr": muon["best"], "alpha_sweep": muon["alpha_sweep"],
+                 "selected_alpha_mode": [float(muon["config"].alpha), muon["config"].mode],
+                 "final_val_loss": {a: fm[a].tolist() for a in ARMS},
+                 "delta_val_loss": d.tolist(),
+                 "lr_sweep": {f"{a}@{lr:g}": float(np.asarray(muon["s1"]["val_loss"])[-1, i])
+                              for i, (a, lr) in enumerate(zip(muon["sel_arms"],
+                                                              muon["sel_lrs"]))},
+                 "val_curves": {a: np.asarray(muon["s2"]["val_loss"])[
+                     :, i * S:(i + 1) * S].T.tolist() for i, a in enumerate(ARMS)}}
+    # 7. ViT generalisation gain (test accuracy points, paired over folds x seeds).
+    acc = {a: np.asarray(v["test_acc"][a]) for a in ("base", "smoothed")}
+    da = 100.0 * (acc["smoothed"] - acc["base"])
+    P = len(da)
+    need_v = int(np.ceil(0.7 * P))
+    fav = int(np.sum(da > 0))
+    claims.append(_claim("vit_generalisation_gain", da.mean(),
+                         f"mean >= +0.5 points and favourable on >= {need_v} of {P} pairs "
+                         f"(held on {fav})", da.mean() >= 0.5 and fav >= need_v))
+    m["vit"] = dict(v, delta_acc_points=da.tolist(),
+                    train_loss_delta=(np.asarray(v["train_loss"]["smoothed"])
+                                      - np.asarray(v["train_loss"]["base"])).tolist())
+    # 8. The gain grows with depth (soft).
+    fd = _finals(main["config"], main["s2"])
+    fs = _finals(shallow["config"], shallow["s2"])
+    g_deep = float(np.mean(fd["base"] - fd["smoothed"]))
+    g_shallow = float(np.mean(fs["base"] - fs["smoothed"]))
+    claims.append(_claim("gain_grows_with_depth", g_deep - g_shallow,
+                         f">= 0 (gain = L_base - L_smoothed: depth {main['config'].depth} "
+                         f"{g_deep:+.4f}, depth {shallow['config'].depth} {g_shallow:+.4f})",
+                         g_deep - g_shallow >= 0))
+    m["depth_comparison"] = {
+        "depths": [int(main["config"].depth), int(shallow["config"].depth)],
+        "gain": [g_deep, g_shallow], "selected_lr_shallow": shallow["best"],
+        "final_val_loss_shallow": {a: fs[a].tolist() for a in ARMS}}
+    return m, claims
+
+
+def plots_full(c, m, workdir: str) -> None:
+    """``val_loss_muon.png`` and ``vit_accuracy.png`` of the ``full`` variant."""
+    steps = np.asarray(m["steps_logged"])
+    fig, ax = plotting.figure()
+    for a in ARMS:
+        v = np.asarray(m["muon"]["val_curves"][a])
+        ax.plot(steps, v.mean(0), label=a)
+        ax.fill_between(steps, v.min(0), v.max(0), alpha=0.2)
+    ax.axhline(m["entropy_rate"], color="gray", ls=":", lw=1, label="HMM entropy rate")
+    ax.set(xlabel="step", ylabel="validation loss (nats/token)",
+           title="Muon: validation loss (mean, range over seeds)")
+    ax.legend()
+    plotting.save(fig, os.path.join(workdir, "val_loss_muon.png"))
+    fig, ax = plotting.figure()
+    ep = np.asarray(m["vit"]["epochs_logged"])
+    for a in ("base", "smoothed"):
+        v = 100 * np.asarray(m["vit"]["test_acc_curves"][a])
+        ax.plot(ep, v.mean(0), marker="o", label=a)
+        ax.fill_between(ep, v.min(0), v.max(0), alpha=0.2)
+    ax.set(xlabel="epoch", ylabel="test accuracy (%)",
+           title=f"ViT on {m['vit']['source']} (mean, range over folds x seeds)")
+    ax.legend()
+    plotting.save(fig, os.path.join(workdir, "vit_accuracy.png"))
+
+
 def plots(c, m, workdir: str) -> None:
     steps = np.asarray(m["steps_logged"])
     fig, ax = plotting.figure()
@@ -118,6 +200,24 @@ def summary(c, m, claims) -> str:
     out = [results.format_table(rows, ["arm", "val loss", "std", "excess over H", "adj. CKA"],
                                 title=f"{c.base}, depth {c.depth}, {c.steps} steps, "
                                       f"{len(m['seeds'])} seeds (selected lr: "
-                                      f"{m['selected_lr']})", floatfmt=".4f"),
-           results.claims_table(claims)]
+                                      f"{m['selected_lr']}, alpha/mode: "
+                                      f"{m.get('selected_alpha_mode')})", floatfmt=".4f")]
+    if "muon" in m:
+        mu = m["muon"]
+        out.append(results.format_table(
+            [[a, float(np.mean(mu["final_val_loss"][a])), float(np.std(mu["final_val_loss"][a]))]
+             for a in ARMS], ["arm", "val loss", "std"],
+            title=f"muon, depth {c.depth} (selected lr: {mu['selected_lr']}, alpha/mode: "
+                  f"{mu['selected_alpha_mode']})", floatfmt=".4f"))
+        v = m["vit"]
+        out.append(results.format_table(
+            [[a, 100 * float(np.mean(v["test_acc"][a])), 100 * float(np.std(v["test_acc"][a])),
+              float(np.mean(v["train_loss"][a]))] for a in ("base", "smoothed")],
+            ["arm", "test acc %", "std", "train loss"],
+            title=f"ViT on {v['source']}, {len(v['pairs'])} folds x seeds (selected lr: "
+                  f"{v['selected_lr']})", floatfmt=".3f"))
+        dc = m["depth_comparison"]
+        out.append(f"gain L_base - L_smoothed: depth {dc['depths'][0]} {dc['gain'][0]:+.4f}, "
+                   f"depth {dc['depths'][1]} {dc['gain'][1]:+.4f}")
+    out.append(results.claims_table(claims))
     return "\n\n".join(out)

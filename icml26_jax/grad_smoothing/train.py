@@ -10,6 +10,7 @@ replicas, ``lax.scan`` over ``config.log_every`` steps), checkpointed after ever
 
 from __future__ import annotations
 
+import copy
 import time
 
 import jax
@@ -58,6 +59,34 @@ def validate_config(c) -> None:
         raise ValueError(f"config.lrs must be positive learning rates, got {list(c.lrs)}")
     if not list(c.eval_seeds):
         raise ValueError("config.eval_seeds must name at least one seed")
+    if c.variant == "full":
+        f = c.full
+        if not list(c.selection_seeds):
+            raise ValueError("config.selection_seeds must name at least one seed")
+        if not list(f.alphas) or any(not 0.0 < float(a) <= 1.0 for a in f.alphas):
+            raise ValueError(f"config.full.alphas must be in (0, 1], got {list(f.alphas)}")
+        bad = [m for m in f.modes if m not in transform.MODES]
+        if not list(f.modes) or bad:
+            raise ValueError(f"config.full.modes={list(f.modes)}; allowed: "
+                             f"{', '.join(transform.MODES)}")
+        if not list(f.muon_lrs) or any(not float(x) > 0 for x in f.muon_lrs):
+            raise ValueError(f"config.full.muon_lrs must be positive, got {list(f.muon_lrs)}")
+        if not 4 <= int(f.compare_depth) < c.depth:
+            raise ValueError(f"config.full.compare_depth must be in [4, config.depth="
+                             f"{c.depth}), got {f.compare_depth}")
+        v = f.vit
+        for name in ("depth", "d_model", "num_heads", "patch", "epochs", "batch_size",
+                     "log_every_epochs"):
+            if isinstance(v[name], bool) or not isinstance(v[name], int) or v[name] < 1:
+                raise ValueError(f"config.full.vit.{name} must be a positive integer, got "
+                                 f"{v[name]!r}")
+        if v.depth < 4:
+            raise ValueError(f"config.full.vit.depth must be >= 4, got {v.depth}")
+        if not 2 <= v.folds <= 10:
+            raise ValueError(f"config.full.vit.folds must be in [2, 10], got {v.folds}")
+        if v.mode not in transform.MODES or not 0.0 <= float(v.alpha) <= 1.0:
+            raise ValueError(f"config.full.vit.alpha/mode must be in [0, 1] / "
+                             f"{', '.join(transform.MODES)}, got {v.alpha}/{v.mode!r}")
 
 
 def language(c) -> hmm_lib.HMM:
@@ -73,14 +102,15 @@ def lm_config(c):
     return model.lm_config(c.hmm.vocab_size, c.depth, m.d_model, m.num_heads, m.mlp_ratio)
 
 
-def arm_matrix(c, arm: str) -> np.ndarray:
-    """The depth operator of an arm, ``[L, L]``."""
+def arm_matrix(c, arm: str, alpha: float | None = None) -> np.ndarray:
+    """The depth operator of an arm, ``[L, L]`` (``alpha`` default ``config.alpha``)."""
+    alpha = c.alpha if alpha is None else alpha
     if arm == "base":
         return np.eye(c.depth)
     if arm == "smoothed":
-        return transform.smoothing_matrix(c.depth, c.alpha, c.radius)
+        return transform.smoothing_matrix(c.depth, alpha, c.radius)
     if arm == "permuted":
-        return transform.smoothing_matrix(c.depth, c.alpha, c.radius,
+        return transform.smoothing_matrix(c.depth, alpha, c.radius,
                                           baselines.permuted_control(c.depth, PERMUTATION_SEED))
     raise ValueError(f"arm={arm!r}; allowed: {', '.join(ARMS)}")
 
@@ -172,17 +202,22 @@ def _shard(tree, mesh, dim: int = 0):
 
 
 def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str], *,
-                   ckpt_dir: str, name: str) -> dict:
-    """Trains replicas ``n = (seeds[n], arms[n], lrs[n])``; resumable per chunk.
+                   ckpt_dir: str, name: str, alphas: list[float] | None = None) -> dict:
+    """Trains replicas ``n = (seeds[n], arms[n], lrs[n], alphas[n])`` (``alphas`` default
+    ``config.alpha``; the mode is ``config.mode`` for all); resumable per chunk.
 
     Returns:
       ``{"steps": [K], "train_loss": [steps, R], "val_loss": [K, R], "cka": [K, R, L-1],
       "dw_cosine": [K, R, L-1], "update_norms": [K, R, L]}`` (host arrays; K logged points).
     """
     R = len(seeds)
+    alphas = [float(c.alpha)] * R if alphas is None else [float(a) for a in alphas]
+    if not len(lrs) == len(arms) == len(alphas) == R:
+        raise ValueError(f"seeds, lrs, arms and alphas must have one entry per replica, got "
+                         f"{R}, {len(lrs)}, {len(arms)}, {len(alphas)}")
     graphdef, params, rest = build(c, seeds)
     init = jax.tree.map(np.asarray, params)
-    mats = np.stack([arm_matrix(c, a) for a in arms]).astype(np.float32)
+    mats = np.stack([arm_matrix(c, a, al) for a, al in zip(arms, alphas)]).astype(np.float32)
     lr = np.asarray(lrs, np.float32)
     val = lm_train.next_token_batch(hmm_lib.sample(lang, c.val_size, c.seq_len + 1,
                                                    seed=VAL_SEED))
@@ -197,74 +232,140 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
             "update_norms": np.zeros((K, R, c.depth), np.float32)}
     mesh = mesh_lib.runs_mesh(R)
     fp = checkpoint.config_fingerprint({"c": c.to_dict(), "seeds": seeds, "lrs": lrs,
-                                        "arms": arms})
+                                        "arms": arms, "alphas": alphas})
     with jax.set_mesh(mesh):
         params, rest = _shard(params, mesh), _shard(rest, mesh)
         tx0 = make_tx(c, 1.0, np.eye(c.depth, dtype=np.float32), c.steps)
         opt_state = _shard(jax.jit(jax.vmap(lm_train.promotion_safe(tx0).init))(params), mesh)
-        mats_s, lr_s = _shard(mats, mesh), _shard(lr, mesh)
-        treedef = jax.tree.structure((params, opt_state))
+        mats_s, lr_s, init_s = _shard(mats, mesh), _shard(lr, mesh), _shard(init, mesh)
         program, evaluate = _program(c, graphdef, c.steps), _eval_program(graphdef)
         cos = jax.jit(jax.vmap(metrics.adjacent_update_cosine))
-        start = 0
-        with checkpoint.Checkpointer(ckpt_dir, max_to_keep=1) as ckpt:
-            if ckpt.latest_step() is not None:
-                saved = ckpt.restore()
-                if int(saved["fingerprint"]) != fp:
-                    raise ValueError(f"{ckpt_dir} holds a run with a different config; pass "
-                                     "a new --workdir or delete that one")
-                params, opt_state = _shard(jax.tree.unflatten(treedef, saved["leaves"]), mesh)
-                start = int(saved["step"])
-                logs = {k: np.asarray(v) for k, v in saved["logs"].items()}
-                logging.info("%s: resuming at step %d", name, start)
-            t0 = time.time()
-            for s0 in range(start, c.steps, c.log_every):
-                chunk = _shard(batches(c, lang, seeds, s0, c.log_every), mesh, dim=1)
-                params, opt_state, loss, norms = program(params, rest, opt_state, lr_s,
-                                                         mats_s, chunk)
-                k = s0 // c.log_every
-                logs["train_loss"][s0:s0 + c.log_every] = np.asarray(loss).T
-                logs["update_norms"][k] = np.asarray(norms).mean(1)
-                nll, cnt, cka = map(np.asarray, evaluate(params, rest, val, probe))
-                logs["val_loss"][k] = nll / cnt
-                logs["cka"][k] = cka
-                logs["dw_cosine"][k] = np.asarray(cos(params, _shard(init, mesh)))
-                done = s0 + c.log_every
-                logging.info("%s step %d/%d: val loss %s (%.2f s/step)", name, done, c.steps,
-                             np.round(logs["val_loss"][k], 4),
-                             (time.time() - t0) / (done - start))
-                ckpt.save(done, {"fingerprint": fp, "step": done, "logs": logs,
-                                 "leaves": jax.tree.leaves((params, opt_state))}, force=True)
+
+        def advance(state, logs, s0, n):
+            params, opt_state = state
+            chunk = _shard(batches(c, lang, seeds, s0, n), mesh, dim=1)
+            params, opt_state, loss, norms = program(params, rest, opt_state, lr_s, mats_s,
+                                                     chunk)
+            k = s0 // c.log_every
+            logs["train_loss"][s0:s0 + n] = np.asarray(loss).T
+            logs["update_norms"][k] = np.asarray(norms).mean(1)
+            nll, cnt, cka = map(np.asarray, evaluate(params, rest, val, probe))
+            logs["val_loss"][k] = nll / cnt
+            logs["cka"][k] = cka
+            logs["dw_cosine"][k] = np.asarray(cos(params, init_s))
+            return (params, opt_state), f"val loss {np.round(logs['val_loss'][k], 4)}"
+
+        _, logs = checkpoint.run_chunks(
+            ckpt_dir, fingerprint=fp, state=(params, opt_state), logs=logs, steps=c.steps,
+            chunk=c.log_every, advance=advance, place=lambda t: _shard(t, mesh), name=name)
     return logs
 
 
 # --------------------------------------------------------------------------- run
 
 
-def time_steps(c, lang, arm: str, n: int) -> float:
-    """Median wall time of one compiled train step of a single replica of ``arm``."""
+def time_steps(c, lang, arms, n: int) -> dict:
+    """Median wall time of one compiled train step of a single replica of each arm, timed
+    round robin (every repeat times each arm once, so machine noise hits all arms alike)."""
     g, p, r = build(c, [0])
     p, r = jax.tree.map(lambda x: x[0], p), jax.tree.map(lambda x: x[0], r)
-    tx = make_tx(c, np.float32(max(c.lrs)), arm_matrix(c, arm).astype(np.float32), c.steps)
-    step = jax.jit(lm_train.make_train_step(g, tx))
-    state = lm_train.promotion_safe(tx).init(p)
     b = batches(c, lang, [0], 0, 1)
     b = {k: v[0, 0] for k, v in b.items()}
-    p, state, _ = step(p, r, state, b)
-    jax.block_until_ready(p)
-    ts = []
+    live = {}
+    for arm in arms:
+        tx = make_tx(c, np.float32(max(c.lrs)), arm_matrix(c, arm).astype(np.float32), c.steps)
+        step = jax.jit(lm_train.make_train_step(g, tx))
+        q, st, _ = step(p, r, lm_train.promotion_safe(tx).init(p), b)  # compile
+        jax.block_until_ready(q)
+        live[arm] = [step, q, st, []]
     for _ in range(n):
-        t = time.perf_counter()
-        p, state, _ = step(p, r, state, b)
-        jax.block_until_ready(p)
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+        for v in live.values():
+            t = time.perf_counter()
+            v[1], v[2], _ = v[0](v[1], r, v[2], b)
+            jax.block_until_ready(v[1])
+            v[3].append(time.perf_counter() - t)
+    return {arm: float(np.median(v[3])) for arm, v in live.items()}
+
+
+def _with(c, **fields):
+    """A copy of config ``c`` with ``fields`` replaced."""
+    c2 = copy.deepcopy(c)
+    for k, v in fields.items():
+        c2[k] = v
+    return c2
+
+
+def protocol(c, lang, ckpt_root: str, *, alpha_modes=None, tag: str = "") -> dict:
+    """The pre-registered LM protocol of spec §Experiment for ``config.base`` at
+    ``config.depth``.
+
+    Stage 1: base and smoothed (``config.alpha``, ``config.mode``) x every lr of
+    ``config.lrs`` on ``selection_seed``; each arm keeps its best final validation loss.
+    Stage 1b (only if ``alpha_modes``, the ``full`` protocol): every ``(alpha, mode)`` of
+    ``alpha_modes`` at the smoothed arm's lr on every seed of ``selection_seeds``; the pair
+    with the lowest mean final validation loss is kept. Stage 2: evaluation seeds, paired:
+    base@lr_base, smoothed@lr_smoothed, permuted@lr_smoothed (both with the kept alpha and
+    mode).
+
+    Returns:
+      ``{"config": the stage-2 config, "s1", "s2", "sel_arms", "sel_lrs", "best",
+      "alpha_sweep": {"alpha/mode": mean final val loss} | None}``.
+    """
+    import os
+
+    pre = f"{tag} " if tag else ""
+    lrs = [float(x) for x in c.lrs]
+    sel_arms = [a for a in ("base", "smoothed") for _ in lrs]
+    sel_lrs = lrs * 2
+    logging.info("%sstage 1: %d replicas (base, smoothed x lr %s), %d steps", pre,
+                 len(sel_arms), lrs, c.steps)
+    s1 = train_replicas(c, lang, [c.selection_seed] * len(sel_arms), sel_lrs, sel_arms,
+                        ckpt_dir=os.path.join(ckpt_root, "stage1"), name=f"{pre}stage 1")
+    final = s1["val_loss"][-1]
+    best = {}
+    for arm in ("base", "smoothed"):
+        idx = [i for i, a in enumerate(sel_arms) if a == arm]
+        best[arm] = sel_lrs[min(idx, key=lambda i: final[i])]
+    logging.info("%sselected lr: base %g, smoothed %g", pre, best["base"], best["smoothed"])
+    sweep = None
+    if alpha_modes:
+        sweep = {}
+        seeds = [int(s) for s in c.selection_seeds]
+        for mode in dict.fromkeys(m for _, m in alpha_modes):
+            alphas = [float(a) for a, m in alpha_modes if m == mode]
+            cm = _with(c, mode=mode)
+            reps = [(a, s) for a in alphas for s in seeds]
+            logs = train_replicas(cm, lang, [s for _, s in reps], [best["smoothed"]] * len(reps),
+                                  ["smoothed"] * len(reps), alphas=[a for a, _ in reps],
+                                  ckpt_dir=os.path.join(ckpt_root, f"stage1b_{mode}"),
+                                  name=f"{pre}stage 1b ({mode})")
+            for a in alphas:
+                idx = [i for i, r in enumerate(reps) if r[0] == a]
+                sweep[f"{a:g}/{mode}"] = float(np.mean(logs["val_loss"][-1][idx]))
+        key = min(sweep, key=sweep.get)
+        alpha, mode = key.split("/")
+        c = _with(c, alpha=float(alpha), mode=mode)
+        logging.info("%sselected alpha %s, mode %s (%s)", pre, alpha, mode,
+                     {k: round(v, 4) for k, v in sweep.items()})
+    seeds = [int(s) for s in c.eval_seeds]
+    arms2 = [a for a in ARMS for _ in seeds]
+    lrs2 = [best["base"] if a == "base" else best["smoothed"] for a in arms2]
+    logging.info("%sstage 2: %d replicas (%s x seeds %s), %d steps", pre, len(arms2), ARMS,
+                 seeds, c.steps)
+    s2 = train_replicas(c, lang, seeds * len(ARMS), lrs2, arms2,
+                        ckpt_dir=os.path.join(ckpt_root, "stage2"), name=f"{pre}stage 2")
+    return {"config": c, "s1": s1, "s2": s2, "sel_arms": sel_arms, "sel_lrs": sel_lrs,
+            "best": best, "alpha_sweep": sweep}
 
 
 def run(config, workdir: str) -> dict:
-    """Stage 1 (LR selection on ``selection_seed``), stage 2 (evaluation seeds, paired:
-    base@lr_base, smoothed@lr_smoothed, permuted@lr_smoothed), timing, claims, figures,
-    results.json."""
+    """Runs the variant's protocol(s), claims, figures, results.json.
+
+    ``default``/``smoke``: :func:`protocol` for ``config.base`` at ``config.depth``, then
+    timing (claims 1-5). ``full``: that protocol with the alpha x mode selection, the same
+    with Muon as the base (claim 6), the AdamW protocol at depth ``full.compare_depth``
+    (claim 8) and the ViT on digits (claim 7, :mod:`icml26_jax.grad_smoothing.vit`).
+    """
     import os
 
     from icml26_jax.core import results
@@ -275,39 +376,39 @@ def run(config, workdir: str) -> dict:
     t_start = time.time()
     lang = language(c)
     ck = os.path.join(workdir, "checkpoints")
-    lrs = [float(x) for x in c.lrs]
-    # Stage 1: base and smoothed x every lr on the selection seed.
-    sel_arms = [a for a in ("base", "smoothed") for _ in lrs]
-    sel_lrs = lrs * 2
-    logging.info("stage 1: %d replicas (base, smoothed x lr %s), %d steps", len(sel_arms),
-                 lrs, c.steps)
-    s1 = train_replicas(c, lang, [c.selection_seed] * len(sel_arms), sel_lrs, sel_arms,
-                        ckpt_dir=os.path.join(ck, "stage1"), name="stage 1")
-    final = s1["val_loss"][-1]
-    best = {}
-    for arm in ("base", "smoothed"):
-        idx = [i for i, a in enumerate(sel_arms) if a == arm]
-        best[arm] = sel_lrs[min(idx, key=lambda i: final[i])]
-    logging.info("selected lr: base %g, smoothed %g", best["base"], best["smoothed"])
-    # Stage 2: evaluation seeds, paired.
-    seeds = [int(s) for s in c.eval_seeds]
-    arms2 = [a for a in ARMS for _ in seeds]
-    lrs2 = [best["base"] if a == "base" else best["smoothed"] for a in arms2]
-    logging.info("stage 2: %d replicas (%s x seeds %s), %d steps", len(arms2), ARMS, seeds,
-                 c.steps)
-    s2 = train_replicas(c, lang, seeds * len(ARMS), lrs2, arms2,
-                        ckpt_dir=os.path.join(ck, "stage2"), name="stage 2")
-    timing = {arm: time_steps(c, lang, arm, c.timing_steps) for arm in ("base", "smoothed")}
+    full = c.variant == "full"
+    am = [(float(a), m) for a in c.full.alphas for m in c.full.modes] if full else None
+    main = protocol(c, lang, os.path.join(ck, c.base) if full else ck, alpha_modes=am,
+                    tag=c.base if full else "")
+    cm = main["config"]
+    timing = time_steps(cm, lang, ("base", "smoothed"), c.timing_steps)
     entropy = hmm_lib.entropy_rate(lang, num_seqs=c.val_size, length=c.seq_len + 1)
-    m, claims = report.evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy)
+    m, claims = report.evaluate(cm, main["s1"], main["s2"], main["sel_arms"], main["sel_lrs"],
+                                main["best"], timing, entropy)
+    m["alpha_sweep"] = main["alpha_sweep"]
+    m["selected_alpha_mode"] = [float(cm.alpha), cm.mode]
+    if full:
+        from icml26_jax.grad_smoothing import vit
+
+        muon = protocol(_with(c, base="muon", lrs=tuple(c.full.muon_lrs)), lang,
+                        os.path.join(ck, "muon"), alpha_modes=am, tag="muon")
+        shallow = protocol(_with(cm, depth=int(c.full.compare_depth)), lang,
+                           os.path.join(ck, f"depth{c.full.compare_depth}"),
+                           tag=f"depth {c.full.compare_depth}")
+        v = vit.run_vit(c, os.path.join(ck, "vit"))
+        m_full, claims_full = report.evaluate_full(c, main, muon, shallow, v)
+        m.update(m_full)
+        claims += claims_full
     m["devices"] = jax.device_count()
     if distributed.is_primary():
-        report.plots(c, m, workdir)
+        report.plots(cm, m, workdir)
+        if full:
+            report.plots_full(c, m, workdir)
     runtime = time.time() - t_start
     path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed,
                                  config=c, metrics=m, claims=claims, runtime_s=runtime)
     if distributed.is_primary():
-        print(report.summary(c, m, claims))
+        print(report.summary(cm, m, claims))
     return {"paper": PAPER, "variant": c.variant, "seed": c.seed, "metrics": m,
             "claims": [cl.to_dict() for cl in claims], "runtime_s": runtime,
             "results_path": path}

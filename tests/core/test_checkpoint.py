@@ -134,3 +134,42 @@ def test_config_fingerprint():
     assert 0 <= fp < 2**62
     b.sub.n = 4
     assert checkpoint.config_fingerprint(b) != fp
+
+
+def _counting_loop(tmp_path, steps, fingerprint=7, stop_after=None):
+    """A loop whose state is a running sum; ``stop_after`` chunks then raises (a crash)."""
+    calls = []
+
+    def advance(state, logs, s0, n):
+        if stop_after is not None and len(calls) == stop_after:
+            raise KeyboardInterrupt
+        calls.append((s0, n))
+        logs["seen"][s0:s0 + n] = np.arange(s0, s0 + n)
+        return {"total": state["total"] + n}, f"total {state['total'] + n}"
+
+    state, logs = checkpoint.run_chunks(
+        tmp_path / "ck", fingerprint=fingerprint, state={"total": np.int64(0)},
+        logs={"seen": -np.ones(steps, np.int64)}, steps=steps, chunk=3, advance=advance,
+        name="count")
+    return state, logs, calls
+
+
+def test_run_chunks_resumes_where_it_stopped(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        _counting_loop(tmp_path, 10, stop_after=2)  # chunks [0, 3) and [3, 6) saved
+    state, logs, calls = _counting_loop(tmp_path, 10)
+    assert calls == [(6, 3), (9, 1)]  # the last chunk is shorter
+    assert int(state["total"]) == 10
+    np.testing.assert_array_equal(logs["seen"], np.arange(10))
+    # A finished run is restored without running any chunk.
+    state, logs, calls = _counting_loop(tmp_path, 10)
+    assert calls == [] and int(state["total"]) == 10
+
+
+def test_run_chunks_refuses_another_config(tmp_path):
+    _counting_loop(tmp_path, 3, fingerprint=1)
+    with pytest.raises(ValueError, match="different config"):
+        _counting_loop(tmp_path, 3, fingerprint=2)
+    with pytest.raises(ValueError, match="chunk >= 1"):
+        checkpoint.run_chunks(tmp_path / "x", fingerprint=0, state={}, logs={}, steps=3,
+                              chunk=0, advance=None)

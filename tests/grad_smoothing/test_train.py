@@ -147,3 +147,109 @@ def test_smoke_run_writes_claims(tmp_path):
     assert max(max(m["final_val_loss"][a]) for a in train.ARMS) < np.log(64)
     for f in ("val_loss.png", "depth_cka.png", "update_norms.png", "lr_sweep.png"):
         assert os.path.getsize(tmp_path / f) > 1000
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("alphas", (0.0,), "full.alphas"), ("modes", ("wiggle",), "full.modes"),
+    ("compare_depth", 16, "compare_depth"), ("muon_lrs", (), "muon_lrs")])
+def test_full_config_errors(field, value, match):
+    c = configs.get_config("full")
+    c.full[field] = value
+    with pytest.raises(ValueError, match=match):
+        train.validate_config(c)
+    c = configs.get_config("full")
+    c.full.vit.folds = 1
+    with pytest.raises(ValueError, match="full.vit.folds"):
+        train.validate_config(c)
+    c.full.vit.folds, c.full.vit.epochs = 5, 0
+    with pytest.raises(ValueError, match="full.vit.epochs"):
+        train.validate_config(c)
+
+
+@pytest.mark.slow
+def test_protocol_selects_alpha_and_mode(tmp_path):
+    c = _tiny(lrs=(2e-3,), eval_seeds=(0,), selection_seeds=(100, 101))
+    lang = train.language(c)
+    out = train.protocol(c, lang, str(tmp_path), alpha_modes=[(0.2, "plain"), (1.0, "plain"),
+                                                              (0.2, "norm")])
+    sweep = out["alpha_sweep"]
+    assert set(sweep) == {"0.2/plain", "1/plain", "0.2/norm"}
+    best = min(sweep, key=sweep.get)
+    assert best == f"{out['config'].alpha:g}/{out['config'].mode}"
+    assert out["s2"]["val_loss"].shape == (c.steps // c.log_every, 3)  # 3 arms x 1 seed
+    assert c.alpha == 0.2 and c.mode == "plain"  # the caller's config is not modified
+
+
+def _fake_protocol(c, finals):
+    """A ``train.protocol`` output whose stage-2 final val losses are ``finals[arm]``."""
+    S = len(c.eval_seeds)
+    last = np.concatenate([np.asarray(finals[a], np.float32) for a in train.ARMS])
+    val = np.stack([last + 0.5, last])  # two logged points
+    return {"config": c, "s2": {"val_loss": val, "steps": np.array([1, 2])},
+            "s1": {"val_loss": np.zeros((2, 2))}, "sel_arms": ["base", "smoothed"],
+            "sel_lrs": [1e-3, 1e-3], "best": {"base": 1e-3, "smoothed": 1e-3},
+            "alpha_sweep": None, "S": S}
+
+
+def test_full_claims_from_measured_numbers():
+    from icml26_jax.grad_smoothing import report
+
+    c = configs.get_config("full")
+    base = np.array([3.0, 3.1, 3.2, 3.3, 3.4])
+    main = _fake_protocol(c, {"base": base, "smoothed": base - 0.02, "permuted": base})
+    muon = _fake_protocol(c, {"base": base, "smoothed": base + [-.02, -.02, -.02, -.02, .01],
+                              "permuted": base})
+    shallow = _fake_protocol(c, {"base": base, "smoothed": base - 0.03, "permuted": base})
+    acc_b = np.full(10, 0.90)
+    acc_s = acc_b + np.r_[np.full(7, 0.01), np.full(3, -0.001)]
+    v = {"test_acc": {"base": acc_b.tolist(), "smoothed": acc_s.tolist()},
+         "train_loss": {"base": [0.1] * 10, "smoothed": [0.1] * 10}, "source": "digits",
+         "pairs": [[s, f] for s in (0, 1) for f in range(5)], "selected_lr": {},
+         "test_acc_curves": {}, "epochs_logged": [1]}
+    m, claims = report.evaluate_full(c, main, muon, shallow, v)
+    got = {cl.name: cl for cl in claims}
+    assert set(got) == {"smoothing_lowers_val_loss_muon", "vit_generalisation_gain",
+                        "gain_grows_with_depth"}
+    # Muon: mean -0.014, better on 4 of 5 seeds -> holds.
+    assert got["smoothing_lowers_val_loss_muon"].holds
+    np.testing.assert_allclose(got["smoothing_lowers_val_loss_muon"].measured, -0.014,
+                               atol=1e-6)
+    # ViT: +0.67 points, favourable on 7 of 10 -> holds.
+    np.testing.assert_allclose(got["vit_generalisation_gain"].measured, 0.67, atol=1e-4)
+    assert got["vit_generalisation_gain"].holds
+    # Depth: gain 0.02 at depth 16 < 0.03 at depth 8 -> fails.
+    np.testing.assert_allclose(got["gain_grows_with_depth"].measured, -0.01, atol=1e-6)
+    assert not got["gain_grows_with_depth"].holds
+    assert m["depth_comparison"]["depths"] == [16, 16]  # the fake shallow config is the same
+    # 6 of 10 favourable pairs fails the ViT claim although the mean is positive.
+    v["test_acc"]["smoothed"] = (acc_b + np.r_[np.full(6, 0.02), np.full(4, -0.001)]).tolist()
+    _, claims = report.evaluate_full(c, main, muon, shallow, v)
+    assert not {cl.name: cl for cl in claims}["vit_generalisation_gain"].holds
+
+
+@pytest.mark.slow
+def test_full_run_tiny_writes_all_claims(tmp_path):
+    """The ``full`` pipeline end to end at toy size: 8 claims and the full figures."""
+    import os
+
+    from icml26_jax.core import results
+
+    c = configs.get_config("full")
+    c.depth, c.model.d_model, c.model.num_heads = 5, 8, 2
+    c.steps, c.log_every, c.seq_len, c.batch_size = 4, 2, 16, 4
+    c.eval_seeds, c.lrs, c.val_size, c.probe_size, c.timing_steps = (0,), (2e-3,), 8, 4, 2
+    c.hmm.update(num_states=16, vocab_size=12, num_successors=3, num_emissions=4)
+    c.full.update(alphas=(0.2,), modes=("plain",), muon_lrs=(0.02,), compare_depth=4)
+    c.full.vit.update(dict(depth=4, d_model=8, num_heads=2, epochs=1, log_every_epochs=1,
+                           folds=2, seeds=(0,), lrs=(3e-3,), batch_size=64))
+    train.run(c, str(tmp_path))
+    d = results.load_results(tmp_path)
+    results.validate_results(d)
+    assert [cl["name"] for cl in d["claims"]][5:] == [
+        "smoothing_lowers_val_loss_muon", "vit_generalisation_gain", "gain_grows_with_depth"]
+    v = d["metrics"]["vit"]
+    np.testing.assert_allclose(d["claims"][6]["measured"],
+                               100 * np.mean(np.subtract(v["test_acc"]["smoothed"],
+                                                         v["test_acc"]["base"])), rtol=1e-5)
+    for f in ("val_loss_muon.png", "vit_accuracy.png"):
+        assert os.path.getsize(tmp_path / f) > 1000
