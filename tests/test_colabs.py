@@ -139,8 +139,22 @@ def _check_grad_smoothing(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_atc_cusum(text: str, nb, workdir: pathlib.Path) -> None:
+    # The Nile: one alarm (after 1901), the new segment from 1899 = the LS break.
+    assert "ATC alarm after observing [1901], new segment from [1899]; LS break at [1899]" in text
+    # With no change, the constant-threshold detector's regret grows ~linearly in T.
+    fixed = [float(v) for v in re.findall(r"fixed-conf\s+([\d.]+)", text)]
+    assert len(fixed) == 3 and fixed[2] > 8 * fixed[0], fixed
+    res = results.load_results(workdir)
+    assert res["paper"] == "atc_cusum" and res["variant"] == "smoke"
+    held = {c["name"] for c in res["claims"] if c["holds"]}
+    assert {"nile_break_located", "selective_detects_large_shifts"} <= held, sorted(held)
+    assert (workdir / "nile.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
-                  "grad_smoothing": _check_grad_smoothing}
+                  "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum}
 
 
 @pytest.mark.notebook
