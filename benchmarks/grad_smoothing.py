@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from icml26_jax.core import results  # noqa: E402
+from icml26_jax.core.optim import promotion_safe  # noqa: E402
 from icml26_jax.grad_smoothing import configs, train, transform  # noqa: E402
 from icml26_jax.lm import train as lm_train  # noqa: E402
 
@@ -50,7 +51,7 @@ def _case(base: str, depth: int, d_model: int, repeats: int) -> dict:
         M = np.eye(depth) if arm == "base" else transform.smoothing_matrix(depth, 0.2)
         tx = train.make_tx(c, np.float32(2e-3), M.astype(np.float32), c.steps)
         step = jax.jit(lm_train.make_train_step(g, tx))
-        state = lm_train.promotion_safe(tx).init(p)
+        state = promotion_safe(tx).init(p)
         mem = step.lower(p, r, state, b).compile().memory_analysis()
         q, st, _ = step(p, r, state, b)  # warm-up (compile)
         jax.block_until_ready(q)

@@ -153,8 +153,21 @@ def _check_atc_cusum(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_rank_learner(text: str, nb, workdir: pathlib.Path) -> None:
+    # Orthogonality: the plug-in risk moves at first order in the nuisance error, ours not.
+    m = re.search(r"d risk / d delta at 0: plug-in (\S+), orthogonal (\S+)", text)
+    assert m, "the orthogonality cell printed nothing"
+    assert abs(float(m.group(2))) < 1e-3 < abs(float(m.group(1))), m.group(0)
+    res = results.load_results(workdir)
+    assert res["paper"] == "rank_learner" and res["variant"] == "smoke"
+    assert all(c["holds"] for c in res["claims"]), res["claims"]
+    assert (workdir / "e2_degradation.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
-                  "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum}
+                  "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
+                  "rank_learner": _check_rank_learner}
 
 
 @pytest.mark.notebook

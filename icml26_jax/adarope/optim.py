@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import optax
 
-from icml26_jax.lm import train as lm_train
+from icml26_jax.core.optim import promotion_safe
 
 PE_PARAMS = ("log_freq", "log_interp", "log_temp", "len_slope", "log_base")
 DECAYED = ("kernel", "embedding")
@@ -70,6 +70,6 @@ def make_optimizer(config, *, train: str = "all") -> optax.GradientTransformatio
         freeze = optax.partition({"pe": optax.identity(), "decay": optax.set_to_zero(),
                                   "no_decay": optax.set_to_zero()}, pe_param_labels)
         net = {"decay": optax.set_to_zero(), "no_decay": optax.set_to_zero()}
-    return lm_train.promotion_safe(optax.chain(
+    return promotion_safe(optax.chain(
         freeze, optax.clip_by_global_norm(config.clip),
         optax.partition({"pe": optax.adam(pe_sched, **betas), **net}, pe_param_labels)))

@@ -410,20 +410,9 @@ SUITE_FNS = {"synthetic": suite_synthetic, "selective": suite_selective,
 
 def run_suite(c, name: str, ckpt_root: str) -> dict:
     """One suite, restored from ``ckpt_root/<name>`` when a run with this config finished it."""
-    directory = os.path.join(ckpt_root, name)
-    fp = checkpoint.config_fingerprint(c)
-    saved = checkpoint.restore_latest(directory)
-    if saved is not None:
-        state = saved[1]
-        if int(state["fingerprint"]) != fp:
-            raise ValueError(f"{directory} holds a run with another config; use a new --workdir")
-        logging.info("suite %s restored from %s", name, directory)
-        return state["result"]
-    t0 = time.time()
-    result = SUITE_FNS[name](c)
-    checkpoint.save(directory, 0, {"fingerprint": fp, "result": result})
-    logging.info("suite %s done in %.1f s", name, time.time() - t0)
-    return result
+    return checkpoint.cached(os.path.join(ckpt_root, name),
+                             fingerprint=checkpoint.config_fingerprint(c),
+                             compute=lambda: SUITE_FNS[name](c), name=f"suite {name}")
 
 
 def run(config, workdir: str) -> dict:

@@ -212,3 +212,31 @@ def run_chunks(directory: str | os.PathLike, *, fingerprint: int, state, logs: d
             ckpt.save(done, {"fingerprint": int(fingerprint), "step": done, "logs": logs,
                              "leaves": jax.tree.leaves(state)}, force=True)
     return state, logs
+
+
+def cached(directory: str | os.PathLike, *, fingerprint: int, compute, name: str = "stage"):
+    """The result of one finished stage of a run, computed once and restored on resume.
+
+    Args:
+      directory: where the stage's result is saved (one step).
+      fingerprint: :func:`config_fingerprint` of what the stage computes; a directory saved
+        under another fingerprint raises a ``ValueError`` instead of being reused.
+      compute: ``compute() -> result``, a pytree of NumPy arrays and Python scalars.
+      name: the stage's name in the log lines.
+
+    Returns:
+      The (restored or freshly computed) result.
+    """
+    saved = restore_latest(directory)
+    if saved is not None:
+        state = saved[1]
+        if int(state["fingerprint"]) != int(fingerprint):
+            raise ValueError(f"{directory} holds a run with another config; pass a new "
+                             "--workdir or delete that one")
+        logging.getLogger("absl").info("%s restored from %s", name, directory)
+        return state["result"]
+    t0 = time.time()
+    result = compute()
+    save(directory, 0, {"fingerprint": int(fingerprint), "result": result})
+    logging.getLogger("absl").info("%s done in %.1f s", name, time.time() - t0)
+    return result

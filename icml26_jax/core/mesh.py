@@ -8,6 +8,7 @@ device (and every process of a multi-host job) takes part in every computation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -65,6 +66,34 @@ def runs_mesh(n: int) -> Mesh:
         raise ValueError(f"n must be >= 1, got {n}")
     d = max(k for k in range(1, min(n, jax.device_count()) + 1) if n % k == 0)
     return make_mesh((d,), (RUNS,))
+
+
+def map_runs(mesh: Mesh, fn, static, *args):
+    """``fn(static, *args_r)`` for every replica ``r`` of the leading axis of ``args``, the
+    replicas sharded over the ``RUNS`` axis of ``mesh`` (no communication: each device maps
+    its own replicas).
+
+    ``fn`` must be a module-level function and ``static`` hashable (a tuple of configs,
+    graphdefs, ints): both are jit static arguments, so repeated calls reuse the compiled
+    program. ``args`` are host or device arrays (pytrees) with the same leading size, a
+    multiple of the mesh size; the outputs carry the leading axis, sharded.
+    """
+    n = {np.shape(a)[0] for a in jax.tree.leaves(args)}
+    if len(n) != 1:
+        raise ValueError(f"map_runs: every argument needs the same leading size, got {n}")
+    placed = jax.tree.map(lambda a: a if isinstance(a, jax.Array) and getattr(a.sharding, "mesh", None) == mesh
+                          else shard_leading(np.asarray(a), mesh, RUNS), args)
+    with jax.set_mesh(mesh):
+        return _map_runs(mesh, fn, static, *placed)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _map_runs(mesh, fn, static, *args):
+    # A local map per device: the library functions are written per replica, so the
+    # replication checks of shard_map are off.
+    body = jax.vmap(lambda *a: fn(static, *a))
+    return jax.shard_map(body, mesh=mesh, in_specs=tuple(P(RUNS) for _ in args),
+                         out_specs=P(RUNS), check_vma=False)(*args)
 
 
 def make_mesh(shape: Sequence[int], names: Sequence[str], devices=None) -> Mesh:

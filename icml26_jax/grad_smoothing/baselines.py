@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import optax
 
+from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import transform
-from icml26_jax.lm.train import promotion_safe
 
 
 def permuted_control(depth: int, seed: int) -> np.ndarray:

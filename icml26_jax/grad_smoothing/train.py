@@ -22,6 +22,7 @@ from flax import nnx
 
 from icml26_jax.core import checkpoint, distributed
 from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import baselines, metrics, model, transform
 from icml26_jax.lm import hmm as hmm_lib
 from icml26_jax.lm import train as lm_train
@@ -236,7 +237,7 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
     with jax.set_mesh(mesh):
         params, rest = _shard(params, mesh), _shard(rest, mesh)
         tx0 = make_tx(c, 1.0, np.eye(c.depth, dtype=np.float32), c.steps)
-        opt_state = _shard(jax.jit(jax.vmap(lm_train.promotion_safe(tx0).init))(params), mesh)
+        opt_state = _shard(jax.jit(jax.vmap(promotion_safe(tx0).init))(params), mesh)
         mats_s, lr_s, init_s = _shard(mats, mesh), _shard(lr, mesh), _shard(init, mesh)
         program, evaluate = _program(c, graphdef, c.steps), _eval_program(graphdef)
         cos = jax.jit(jax.vmap(metrics.adjacent_update_cosine))
@@ -275,7 +276,7 @@ def time_steps(c, lang, arms, n: int) -> dict:
     for arm in arms:
         tx = make_tx(c, np.float32(max(c.lrs)), arm_matrix(c, arm).astype(np.float32), c.steps)
         step = jax.jit(lm_train.make_train_step(g, tx))
-        q, st, _ = step(p, r, lm_train.promotion_safe(tx).init(p), b)  # compile
+        q, st, _ = step(p, r, promotion_safe(tx).init(p), b)  # compile
         jax.block_until_ready(q)
         live[arm] = [step, q, st, []]
     for _ in range(n):

@@ -26,7 +26,7 @@ import numpy as np
 import optax
 from optax.contrib import MuonDimensionNumbers
 
-from icml26_jax.lm.train import promotion_safe
+from icml26_jax.core.optim import promotion_safe
 
 MODES = ("plain", "norm", "dir")
 GRANULARITIES = ("block", "leaf")
@@ -297,7 +297,7 @@ def smoothed_optimizer(base: str, learning_rate, *, alpha: float = 0.0, mode: st
     * ``muon``: chain(partition{muon: scale_by_muon + width scale, adam: scale_by_adam
       (Nesterov)}, smoothing, add_decayed_weights, partition{muon: lr, adam: adam_lr}).
 
-    Traced under standard dtype promotion (``lm.train.promotion_safe``: optax's Adam
+    Traced under standard dtype promotion (``core.optim.promotion_safe``: optax's Adam
     needs it). With ``alpha = 0`` (and no ``matrix``/``permutation``) each equals optax's own
     ``adamw``, ``sgd`` (with ``weight_decay=0``) and ``contrib.muon`` (tested).
 

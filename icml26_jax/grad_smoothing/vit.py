@@ -24,6 +24,7 @@ from flax import nnx
 
 from icml26_jax.core import checkpoint
 from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import model
 from icml26_jax.lm import train as lm_train
 
@@ -204,7 +205,7 @@ def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name
     with jax.set_mesh(mesh):
         params, rest = shard(params), shard(rest)
         tx0 = gtrain.make_tx(cv, 1.0, np.eye(v.depth, dtype=np.float32), steps)
-        opt_state = shard(jax.jit(jax.vmap(lm_train.promotion_safe(tx0).init))(params))
+        opt_state = shard(jax.jit(jax.vmap(promotion_safe(tx0).init))(params))
         mats_s, lr_s = shard(mats), shard(np.asarray(lrs, np.float32))
         test = shard({"patches": xp[test_idx], "labels": y[test_idx], "mask": test_mask})
 

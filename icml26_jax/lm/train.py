@@ -20,6 +20,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from icml26_jax.core.optim import promotion_safe
+
 _MODEL_KEYS = ("positions", "cond", "attention_mask")
 
 
@@ -56,24 +58,6 @@ def loss_fn(graphdef, params, rest, batch: dict):
     loss = masked_mean(token_nll(logits, batch["targets"]), mask)
     correct = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)
     return loss, {"loss": loss, "accuracy": masked_mean(correct, mask)}
-
-
-def promotion_safe(tx: optax.GradientTransformation) -> optax.GradientTransformation:
-    """``tx`` traced under standard dtype promotion.
-
-    optax's Adam bias correction raises a Python float to an int32 step count, which
-    ``jax_numpy_dtype_promotion='strict'`` (our test suite's setting) rejects; the context
-    manager is thread-local and leaves the caller's setting untouched.
-    """
-    def init_fn(params):
-        with jax.numpy_dtype_promotion("standard"):
-            return tx.init(params)
-
-    def update_fn(updates, state, params=None):
-        with jax.numpy_dtype_promotion("standard"):
-            return tx.update(updates, state, params)
-
-    return optax.GradientTransformation(init_fn, update_fn)
 
 
 def make_train_step(graphdef, optimizer: optax.GradientTransformation,

@@ -6,6 +6,7 @@ import numpy as np
 import optax
 import pytest
 
+from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import configs, train
 from icml26_jax.lm import train as lm_train
 
@@ -60,7 +61,7 @@ def test_base_arm_is_optax_adamw():
     out = []
     for tx in (ours, ref):
         step = jax.jit(lm_train.make_train_step(g, tx))
-        q, s = p, lm_train.promotion_safe(tx).init(p)
+        q, s = p, promotion_safe(tx).init(p)
         for t in range(c.steps):
             q, s, _ = step(q, r, s, {k: v[t, 0] for k, v in b.items()})
         out.append(q)

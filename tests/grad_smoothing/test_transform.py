@@ -6,8 +6,8 @@ import numpy as np
 import optax
 import pytest
 
+from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import transform as T
-from icml26_jax.lm.train import promotion_safe
 
 L = 8
 
