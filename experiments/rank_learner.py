@@ -27,7 +27,7 @@ def _tuple(v, cast):
     """``--config.deltas=0,1`` arrives as a string; tuples stay tuples."""
     if isinstance(v, str):
         return tuple(cast(s.strip()) for s in v.split(",") if s.strip())
-    return tuple(cast(s) for s in v)
+    return tuple(cast(s) for s in v if str(s).strip())
 
 
 def main(argv):
