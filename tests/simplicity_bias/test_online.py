@@ -1,0 +1,115 @@
+"""Online SGD on the sphere: record schedule, escape times on synthetic curves, vmap ==
+loop, sharded == unsharded, determinism, chunk padding, learning of u at a linear budget,
+and input validation."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.simplicity_bias import mcm, online
+
+D = 8
+CFG = mcm.MCMConfig(d=D, latent_corr="nonlinear")
+OC = online.OnlineConfig(d=D, delta=1.0 / D, n_steps=150, n_records=20, replicas=8)
+
+
+def test_record_steps_log_spaced_and_strict():
+    ns = online.record_steps(1280, 200)
+    assert ns[0] == 1 and ns[-1] == 1280 and len(ns) == 200
+    assert np.all(np.diff(ns) >= 1)
+    np.testing.assert_array_equal(online.record_steps(5, 5), [1, 2, 3, 4, 5])
+    gaps = np.diff(np.log(ns[150:]))  # where rounding is < 0.3 %: log-uniform
+    assert gaps.max() < 1.5 * gaps.min() + 1e-3
+
+
+def test_escape_time_on_synthetic_curves():
+    ns = np.array([1, 2, 4, 8, 16])
+    rising = np.array([[0.1, 0.3, 0.6, 0.8, 0.9],
+                       [-0.1, -0.4, -0.55, -0.7, -0.9],  # sign-ambiguous: |m| counts
+                       [0.0, 0.1, 0.2, 0.3, 0.4]])
+    assert online.escape_time(ns, rising, 0.5) == 4.0  # median crosses at the 3rd record
+    assert online.escape_time(ns, rising, 0.95) == math.inf  # never
+    assert online.escape_time(ns, np.full((3, 5), 0.7), 0.5) == 1.0  # at the first record
+    with pytest.raises(ValueError, match="m must have shape"):
+        online.escape_time(ns, rising[:, :4], 0.5)
+
+
+def test_vmap_over_replicas_equals_loop_with_same_keys():
+    key = jax.random.key(4)
+    res = online.run_online(key, CFG, OC._replace(replicas=3))
+    one = jax.jit(online.run_replica, static_argnums=(1, 2))
+    for r in range(3):
+        m_u, m_v = one(jax.random.fold_in(key, r), CFG, OC._replace(replicas=3))
+        # Same keys and arithmetic; only XLA's fusion of the batched program may differ
+        # (float32 ulps over 150 steps).
+        np.testing.assert_allclose(res.m_u[r], m_u, atol=1e-5)
+        np.testing.assert_allclose(res.m_v[r], m_v, atol=1e-5)
+    assert res.m_u.shape == (3, OC.n_records) and res.ns.shape == (OC.n_records,)
+    assert np.all(res.m_u ** 2 + res.m_v ** 2 <= 1 + 1e-5)  # ||w|| = 1, u _|_ v
+
+
+def test_sharded_over_devices_equals_unsharded_and_is_deterministic():
+    key = jax.random.key(7)
+    mesh = mesh_lib.runs_mesh(OC.replicas)
+    assert mesh.shape[mesh_lib.RUNS] == 8  # conftest forces 8 CPU devices
+    plain = online.run_online(key, CFG, OC)
+    sharded = online.run_online(key, CFG, OC, mesh=mesh)
+    np.testing.assert_allclose(sharded.m_u, plain.m_u, atol=1e-5)  # as in the vmap test
+    np.testing.assert_allclose(sharded.m_v, plain.m_v, atol=1e-5)
+    again = online.run_online(key, CFG, OC)
+    np.testing.assert_array_equal(again.m_u, plain.m_u)
+    np.testing.assert_array_equal(again.m_v, plain.m_v)
+    other = online.run_online(jax.random.key(8), CFG, OC)
+    assert not np.allclose(other.m_u, plain.m_u)
+    # Replicas differ from each other (own spikes, init and noise).
+    assert np.unique(np.round(plain.m_u[:, -1], 6)).size == OC.replicas
+
+
+def test_chunk_padding_does_not_change_the_trajectory():
+    # d = 64 gives chunks of 128 steps: 300 and 260 steps pad the last chunk differently
+    # but draw the same noise, so the shared prefix of the (all-steps) records agrees.
+    cfg = mcm.MCMConfig(d=64)
+    oc = online.OnlineConfig(d=64, delta=1 / 64, n_steps=300, n_records=300, replicas=2)
+    long = online.run_online(jax.random.key(1), cfg, oc)
+    short = online.run_online(jax.random.key(1), cfg, oc._replace(n_steps=260, n_records=260))
+    np.testing.assert_array_equal(long.ns[:260], short.ns)
+    np.testing.assert_allclose(long.m_u[:, :260], short.m_u, atol=1e-6)
+    assert not np.allclose(long.m_u[:, 0], long.m_u[:, -1])
+
+
+def test_pairwise_spike_learned_at_linear_budget():
+    d = 32
+    oc = online.OnlineConfig(d=d, delta=1 / d, n_steps=30 * d, n_records=30, replicas=16,
+                             link="both")
+    res = online.run_online(jax.random.key(0), mcm.MCMConfig(d=d), oc)
+    med_u = np.median(np.abs(res.m_u), axis=0)
+    # Init noise |m| ~ 0.8/sqrt(d) = 0.14; the noise floor at eta = 1 is ~0.75 (spec).
+    assert med_u[0] < 0.3 and med_u[-1] > 0.6
+    assert online.escape_time(res.ns, res.m_u, 0.5) < oc.n_steps
+    # v (fourth cumulant only) stays in the init noise at this budget.
+    assert np.median(np.abs(res.m_v[:, -1])) < 0.35
+
+
+@pytest.mark.parametrize("change, word", [
+    (dict(link="uv"), "link"),
+    (dict(delta=0.0), "delta"),
+    (dict(n_records=200), "n_records"),
+    (dict(replicas=0), "replicas"),
+    (dict(thr=1.5), "thr"),
+    (dict(a=0.0), "a must"),
+])
+def test_online_config_errors_name_the_argument(change, word):
+    with pytest.raises(ValueError, match=word):
+        online.run_online(jax.random.key(0), CFG, OC._replace(**change))
+
+
+def test_run_online_rejects_mismatched_or_small_d():
+    with pytest.raises(ValueError, match="must agree"):
+        online.run_online(jax.random.key(0), CFG._replace(d=16), OC)
+    with pytest.raises(ValueError, match="d must be"):
+        online.run_online(jax.random.key(0), CFG._replace(d=1), OC._replace(d=1))
+    with pytest.raises(ValueError, match="latent_corr"):
+        online.run_online(jax.random.key(0), CFG._replace(latent_corr="cubic"), OC)
