@@ -84,10 +84,11 @@ def _finish(rng, x, mu0, tau, pi, noise=0.6) -> CausalData:
 
 
 def synthetic_parts(x: np.ndarray) -> dict:
-    """The latent indices of the synthetic DGP at covariates ``x [n, >=9]``: the effect
+    """The latent indices of the synthetic DGP at covariates ``x [..., >=9]``: the effect
     driver ``s``, the treatment-only driver ``v`` and the confounding index ``u``."""
-    s = 0.8 * x[:, 0] + 0.6 * x[:, 1] + 0.4 * x[:, 2] + 0.3 * x[:, 0] ** 2 - 0.2 * x[:, 1] * x[:, 2]
-    v = x[:, 7] - 0.5 * x[:, 8]
+    x0, x1, x2 = x[..., 0], x[..., 1], x[..., 2]
+    s = 0.8 * x0 + 0.6 * x1 + 0.4 * x2 + 0.3 * x0 ** 2 - 0.2 * x1 * x2
+    v = x[..., 7] - 0.5 * x[..., 8]
     return {"s": s, "v": v, "u": 0.8 * s + 0.6 * v}
 
 
@@ -191,11 +192,12 @@ def make_splits(rng: np.random.Generator, n: int, n_nuis: int = 1000, n_stage2: 
 
 def perturbation_direction(x: np.ndarray) -> np.ndarray:
     """b(x) = v(x) + 0.5 x0: a nuisance error aligned with the confounding (spec §Data E2)."""
-    return synthetic_parts(x)["v"] + 0.5 * x[:, 0]
+    return synthetic_parts(x)["v"] + 0.5 * x[..., 0]
 
 
 def perturb_oracle(data: CausalData, delta: float, mode: str = "mu") -> Nuisances:
-    """Oracle nuisances of the synthetic DGP with a controlled error of size ``delta``.
+    """Oracle nuisances of the synthetic DGP with a controlled error of size ``delta``
+    (any leading shape: ``data`` may be stacked over seeds).
 
     mu1_hat = mu1 + delta b(x), mu0_hat = mu0 - 0.5 delta b(x); pi_hat = pi (mode ``"mu"``)
     or sigmoid(logit pi + delta v) clipped to [0.02, 0.98] (mode ``"both"``).

@@ -16,15 +16,21 @@ import numpy as np
 APPROX_Q = (0.05, 1.0, 21)  # the q grid of the approximate AUTOC: linspace(0.05, 1, 21)
 
 
+def _tie_groups(s: jax.Array):
+    """Group id of every position of the sorted vector ``s`` (equal neighbours share one)
+    and the size of each group."""
+    n = s.shape[0]
+    new = jnp.concatenate([jnp.ones((1,), bool), s[1:] != s[:-1]])
+    gid = jnp.cumsum(new.astype(jnp.int32)) - 1
+    return gid, jax.ops.segment_sum(jnp.ones((n,), s.dtype), gid, num_segments=n)
+
+
 def _ranked(score: jax.Array, *values: jax.Array):
     """``values`` sorted by descending ``score``, each replaced by its tie-group mean, and
     the tie-group id of every sorted position."""
     n = score.shape[0]
     order = jnp.argsort(-score, stable=True)
-    s = score[order]
-    new = jnp.concatenate([jnp.ones((1,), bool), s[1:] != s[:-1]])
-    gid = jnp.cumsum(new.astype(jnp.int32)) - 1
-    cnt = jax.ops.segment_sum(jnp.ones((n,), score.dtype), gid, num_segments=n)
+    gid, cnt = _tie_groups(score[order])
     out = []
     for v in values:
         tot = jax.ops.segment_sum(v[order], gid, num_segments=n)
@@ -92,12 +98,8 @@ def average_ranks(x: jax.Array) -> jax.Array:
     """Ranks 1..n in ascending order, ties given their average rank."""
     n = x.shape[0]
     order = jnp.argsort(x, stable=True)
-    s = x[order]
-    new = jnp.concatenate([jnp.ones((1,), bool), s[1:] != s[:-1]])
-    gid = jnp.cumsum(new.astype(jnp.int32)) - 1
-    pos = jnp.arange(1, n + 1).astype(x.dtype)
-    tot = jax.ops.segment_sum(pos, gid, num_segments=n)
-    cnt = jax.ops.segment_sum(jnp.ones((n,), x.dtype), gid, num_segments=n)
+    gid, cnt = _tie_groups(x[order])
+    tot = jax.ops.segment_sum(jnp.arange(1, n + 1).astype(x.dtype), gid, num_segments=n)
     return jnp.zeros((n,), x.dtype).at[order].set((tot / jnp.maximum(cnt, 1))[gid])
 
 

@@ -201,42 +201,51 @@ def fit_outcome(key_seed: int, x, y, cfg: fitting.FitConfig = fitting.FitConfig(
     return g, jax.tree.map(lambda a: a[0], p)
 
 
-def crossfit(seed: int, x, t, y, k: int, cfg: fitting.FitConfig = fitting.FitConfig(),
+def crossfit(seed, x, t, y, k: int, cfg: fitting.FitConfig = fitting.FitConfig(),
              val_frac: float = 0.2, hidden: int = 64, mesh=None):
     """K-fold cross-fitted nuisances: the prediction at every row comes from models fitted
     on the other ``k - 1`` folds (each split ``1 - val_frac`` / ``val_frac`` for early
-    stopping). The ``k`` fold fits run as one stacked program.
+    stopping). The fold fits of every seed run as one stacked program.
 
     Args:
-      seed: seed of the fold assignment and of the models.
-      x: [n, d]; t, y: [n].
+      seed: an int (then ``x`` is [n, d] and ``t``, ``y`` are [n]) or a sequence of ``S``
+        ints (then ``x`` is [S, n, d], ``t``, ``y`` [S, n]): seeds of the fold assignment and
+        of the models.
       k: number of folds (>= 2; ``k = 1`` is the repository's sample splitting, done by
         :func:`fit_nuisances` on a separate split).
 
     Returns:
-      ``(Nuisances, NuisanceFit)``: the out-of-fold nuisances at the ``n`` rows and the ``k``
-      fold fits (stacked as in :func:`fit_nuisances`, fold ``f`` in seed slot ``f``).
+      ``(Nuisances, NuisanceFit)``: the out-of-fold nuisances at the rows ([n] or [S, n])
+      and the fold fits, stacked as in :func:`fit_nuisances` with replica ``s k + f`` the fit
+      of seed ``s`` without fold ``f``.
     """
     if int(k) < 2:
         raise ValueError(f"crossfit needs k >= 2 folds, got k={k}")
-    x, t, y = np.asarray(x, np.float32), np.asarray(t, np.float32), np.asarray(y, np.float32)
-    n = len(t)
+    single = np.ndim(seed) == 0
+    seeds = [int(seed)] if single else [int(s) for s in seed]
+    x, t, y = (np.asarray(a, np.float32) for a in (x, t, y))
+    if single:
+        x, t, y = x[None], t[None], y[None]
+    S, n = t.shape
     if n < 2 * k:
         raise ValueError(f"crossfit with k={k} needs at least {2 * k} rows, got {n}")
-    rng = np.random.default_rng(seed)
-    fold = rng.permutation(np.arange(n) % k)
-    w_tr, w_va = [], []
-    for f in range(k):
-        rows = np.flatnonzero(fold != f)
-        tr, va = _split_val(rng, rows, val_frac)
-        a, b = np.zeros(n, bool), np.zeros(n, bool)
-        a[rows[tr]], b[rows[va]] = True, True
-        w_tr.append(a)
-        w_va.append(b)
-    xs = np.broadcast_to(x, (k, *x.shape))
-    fit_ = fit_nuisances([seed * 1000 + f for f in range(k)], xs, np.broadcast_to(t, (k, n)),
-                         np.broadcast_to(y, (k, n)), np.stack(w_tr), np.stack(w_va), cfg,
-                         hidden, mesh)
-    pred = fit_.predict(xs)
-    pick = lambda a: a[fold, np.arange(n)]  # noqa: E731
-    return Nuisances(pick(pred.mu0), pick(pred.mu1), pick(pred.pi)), fit_
+    folds, w_tr, w_va = [], [], []
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        fold = rng.permutation(np.arange(n) % k)
+        folds.append(fold)
+        for f in range(k):
+            rows = np.flatnonzero(fold != f)
+            tr, va = _split_val(rng, rows, val_frac)
+            a, b = np.zeros(n, bool), np.zeros(n, bool)
+            a[rows[tr]], b[rows[va]] = True, True
+            w_tr.append(a)
+            w_va.append(b)
+    rep = lambda a: np.repeat(a, k, axis=0)  # noqa: E731  replicas (seed, fold)
+    fit_ = fit_nuisances([s * 1000 + f for s in seeds for f in range(k)], rep(x), rep(t),
+                         rep(y), np.stack(w_tr), np.stack(w_va), cfg, hidden, mesh)
+    pred = fit_.predict(rep(x))
+    idx = np.arange(S)[:, None] * k + np.stack(folds)  # the replica that left each row out
+    pick = lambda a: a[idx, np.arange(n)]  # noqa: E731  [S k, n] -> [S, n]
+    out = Nuisances(pick(pred.mu0), pick(pred.mu1), pick(pred.pi))
+    return (Nuisances(*(a[0] for a in out)) if single else out), fit_
