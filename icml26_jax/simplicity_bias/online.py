@@ -122,30 +122,56 @@ def _chunk_size(d: int, n_steps: int) -> int:
     return int(max(1, min(n_steps, _CHUNK_FLOATS // (2 * d))))
 
 
-def run_replica(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig):
-    """One replica of online SGD (pure; vmap it over keys, jit it with static configs).
+class ReplicaState(NamedTuple):
+    """The carry of one replica between segments of chunks (all arrays, so a stack of
+    states can be sharded over devices).
 
-    Keys: spikes, init and noise from ``split(key, 3)``; chunk c's noise from
-    ``fold_in(noise_key, c)``. The steps run as a scan over chunks of ``chunk`` steps (noise
-    drawn as [chunk, d] blocks), each a scan over its steps; steps past ``n_steps`` (padding of
-    the last chunk) leave w unchanged.
+    Attributes:
+      w: [d] current weights (unit norm).
+      j: [] int32, records taken so far.
+      buf: [n_rec, 2] recorded (m_u, m_v), zero where not yet recorded.
+      u, v: [d] the replica's spikes.
+      noise_key: raw key data of the replica's noise stream (chunk c uses fold_in(., c)).
+    """
 
-    Returns:
-      ``(m_u [n_rec], m_v [n_rec])`` at the sample counts of :func:`record_steps`.
+    w: jax.Array
+    j: jax.Array
+    buf: jax.Array
+    u: jax.Array
+    v: jax.Array
+    noise_key: jax.Array
+
+
+def init_replica(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig
+                 ) -> ReplicaState:
+    """Spikes, w0 uniform on the sphere and the noise stream of one replica, from
+    ``split(key, 3)``; nothing recorded yet."""
+    k_spk, k_init, k_noise = jax.random.split(key, 3)
+    u, v = mcm.spikes(k_spk, online_cfg.d)
+    w0 = jax.random.normal(k_init, (online_cfg.d,))
+    w0 = w0 / jnp.linalg.norm(w0)
+    return ReplicaState(w0, jnp.zeros((), jnp.int32),
+                        jnp.zeros((online_cfg.n_records, 2), w0.dtype), u, v,
+                        jax.random.key_data(k_noise))
+
+
+def advance(state: ReplicaState, c0, n_chunks: int, mcm_cfg: mcm.MCMConfig,
+            online_cfg: OnlineConfig, impl) -> ReplicaState:
+    """Runs chunks ``c0 .. c0 + n_chunks - 1`` of one replica (pure; ``c0`` may be traced).
+
+    Chunk c holds steps ``c * chunk .. (c + 1) * chunk - 1`` with noise from
+    ``fold_in(noise_key, c)`` drawn as [chunk, d] blocks, each chunk a scan over its steps.
+    Steps past ``n_steps`` (padding) leave the state unchanged, so splitting a run into
+    segments gives exactly the one-call trajectory.
     """
     cfg, oc = mcm_cfg, online_cfg
-    d, n_steps = oc.d, oc.n_steps
-    a, b, delta = oc.a, oc.b, oc.delta
-    phi = denoisers.oracle_link(oc.link, cfg.beta_u, cfg.beta_v, a, b)
+    d, n_steps, a, b, delta = oc.d, oc.n_steps, oc.a, oc.b, oc.delta
+    phi = denoisers.oracle_link(oc.link, cfg.beta_u, cfg.beta_v, a, b, cfg.nu, cfg.rho)
     ns = jnp.asarray(record_steps(n_steps, oc.n_records), jnp.int32)  # [n_rec]
     n_rec = ns.shape[0]
     chunk = _chunk_size(d, n_steps)
-    n_chunks = -(-n_steps // chunk)
-
-    k_spk, k_init, k_noise = jax.random.split(key, 3)
-    u, v = mcm.spikes(k_spk, d)
-    w0 = jax.random.normal(k_init, (d,))
-    w0 = w0 / jnp.linalg.norm(w0)
+    u, v = state.u, state.v
+    k_noise = jax.random.wrap_key_data(state.noise_key, impl=impl)
 
     def step(carry, inp):
         w, j, buf = carry
@@ -167,27 +193,62 @@ def run_replica(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig
         carry, _ = jax.lax.scan(step, carry, (x0, xt, t))
         return carry, None
 
-    init = (w0, jnp.zeros((), jnp.int32), jnp.zeros((n_rec, 2), w0.dtype))
-    (_, _, buf), _ = jax.lax.scan(run_chunk, init, jnp.arange(n_chunks, dtype=jnp.int32))
-    return buf[:, 0], buf[:, 1]
+    cs = jnp.asarray(c0, jnp.int32) + jnp.arange(n_chunks, dtype=jnp.int32)
+    (w, j, buf), _ = jax.lax.scan(run_chunk, (state.w, state.j, state.buf), cs)
+    return state._replace(w=w, j=j, buf=buf)
 
 
-def _replica_from_data(static, key_data):
-    mcm_cfg, online_cfg, impl = static
-    return run_replica(jax.random.wrap_key_data(key_data, impl=impl), mcm_cfg, online_cfg)
+def n_chunks_of(online_cfg: OnlineConfig) -> tuple[int, int]:
+    """``(chunk, n_chunks)``: steps per chunk and chunks covering ``n_steps``."""
+    chunk = _chunk_size(online_cfg.d, online_cfg.n_steps)
+    return chunk, -(-online_cfg.n_steps // chunk)
+
+
+def run_replica(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig):
+    """One replica of online SGD over all ``n_steps`` (pure; vmap it over keys, jit it with
+    static configs).
+
+    Returns:
+      ``(m_u [n_rec], m_v [n_rec])`` at the sample counts of :func:`record_steps`.
+    """
+    state = init_replica(key, mcm_cfg, online_cfg)
+    _, n_chunks = n_chunks_of(online_cfg)
+    state = advance(state, 0, n_chunks, mcm_cfg, online_cfg, jax.random.key_impl(key))
+    return state.buf[:, 0], state.buf[:, 1]
+
+
+def _init_from_data(static, key_data):
+    mcm_cfg, online_cfg, impl, _ = static
+    return init_replica(jax.random.wrap_key_data(key_data, impl=impl), mcm_cfg, online_cfg)
+
+
+def _advance_replica(static, state, c0):
+    mcm_cfg, online_cfg, impl, seg = static
+    return advance(state, c0, seg, mcm_cfg, online_cfg, impl)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _run_stacked(static, key_data):
-    return jax.vmap(lambda kd: _replica_from_data(static, kd))(key_data)
+def _init_stacked(static, key_data):
+    return jax.vmap(lambda kd: _init_from_data(static, kd))(key_data)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _advance_stacked(static, state, c0):
+    return jax.vmap(lambda s, c: _advance_replica(static, s, c))(state, c0)
 
 
 def run_online(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig,
-               mesh=None) -> OnlineResult:
+               mesh=None, *, stop_extra: int | None = None, watch: str = "v",
+               segment_steps: int | None = None, progress=None) -> OnlineResult:
     """Runs ``online_cfg.replicas`` independent replicas of online SGD (spec §Method).
 
     Replica r uses ``fold_in(key, r)`` (its own spikes, init and noise), so results do not
-    depend on R's placement. One program is compiled per (configs) pair.
+    depend on R's placement or on the segmentation. Without ``stop_extra`` all
+    ``n_steps`` run as one program; with it, the run goes in segments of about
+    ``segment_steps`` steps (one compiled program reused) with a host check after each: once
+    the median over replicas of |m_watch| has exceeded ``online_cfg.thr`` at a record n*,
+    the run stops as soon as ``n* + stop_extra`` steps are done (the d^3 runs, spec
+    §Pitfalls), and only the records taken are returned.
 
     Args:
       key: typed PRNG key.
@@ -196,25 +257,64 @@ def run_online(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig,
       mesh: None (replicas vmapped on the default device) or a mesh with a
         ``core.mesh.RUNS`` axis (e.g. ``core.mesh.runs_mesh(R)``) over which the replicas are
         sharded with ``core.mesh.map_runs``.
+      stop_extra: steps to keep running after the escape (None: never stop early).
+      watch: the overlap checked for the early stop, 'u' or 'v'.
+      segment_steps: steps per segment of an early-stopped run (default n_steps / 64).
+      progress: optional ``progress(steps_done, median_abs_m_watch)`` called per segment.
 
     Returns:
-      :class:`OnlineResult` with ns [n_rec] and m_u, m_v [R, n_rec] as host arrays.
+      :class:`OnlineResult` with ns [n_rec'] and m_u, m_v [R, n_rec'] as host arrays
+      (n_rec' = n_records unless stopped early).
     """
     mcm_cfg.validate()
     online_cfg.validate()
     if mcm_cfg.d != online_cfg.d:
         raise ValueError(f"mcm_cfg.d={mcm_cfg.d} and online_cfg.d={online_cfg.d} must agree")
+    if watch not in ("u", "v"):
+        raise ValueError(f"watch must be 'u' or 'v', got watch={watch!r}")
+    if stop_extra is not None and not int(stop_extra) >= 0:
+        raise ValueError(f"stop_extra must be >= 0 or None, got stop_extra={stop_extra!r}")
+    if segment_steps is not None and not int(segment_steps) >= 1:
+        raise ValueError(f"segment_steps must be >= 1, got segment_steps={segment_steps!r}")
     R = online_cfg.replicas
-    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(R, dtype=jnp.int32))
-    static = (mcm_cfg, online_cfg, jax.random.key_impl(key))
-    key_data = jax.random.key_data(keys)  # [R, ...] uint32
-    if mesh is None:
-        m_u, m_v = _run_stacked(static, key_data)
+    ns = record_steps(online_cfg.n_steps, online_cfg.n_records)
+    chunk, n_chunks = n_chunks_of(online_cfg)
+    if stop_extra is None:
+        seg = n_chunks
     else:
-        m_u, m_v = mesh_lib.map_runs(mesh, _replica_from_data, static,
-                                     np.asarray(jax.device_get(key_data)))
-    m_u, m_v = mesh_lib.to_host((m_u, m_v))
-    return OnlineResult(record_steps(online_cfg.n_steps, online_cfg.n_records), m_u, m_v)
+        seg_steps = segment_steps or max(1, online_cfg.n_steps // 64)
+        seg = int(min(n_chunks, max(1, round(seg_steps / chunk))))
+    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(R, dtype=jnp.int32))
+    static = (mcm_cfg, online_cfg, jax.random.key_impl(key), seg)
+    key_data = np.asarray(jax.device_get(jax.random.key_data(keys)))  # [R, ...] uint32
+
+    def run_segment(state, c0):
+        c0 = np.full((R,), c0, np.int32)
+        if mesh is None:
+            return _advance_stacked(static, state, c0)
+        return mesh_lib.map_runs(mesh, _advance_replica, static, state, c0)
+
+    state = (_init_stacked(static, key_data) if mesh is None
+             else mesh_lib.map_runs(mesh, _init_from_data, static, key_data))
+    col = 0 if watch == "u" else 1
+    stop_at, c = None, 0
+    while c < n_chunks:
+        state = run_segment(state, c)
+        c += seg
+        if stop_extra is None:
+            continue
+        done = min(c * chunk, online_cfg.n_steps)
+        taken = int(np.searchsorted(ns, done, side="right"))
+        med = np.median(np.abs(mesh_lib.to_host(state.buf)[:, :taken, col]), axis=0)
+        if progress is not None:
+            progress(done, float(med[-1]) if taken else float("nan"))
+        if stop_at is None and np.any(med > online_cfg.thr):
+            stop_at = int(ns[np.argmax(med > online_cfg.thr)]) + int(stop_extra)
+        if stop_at is not None and done >= stop_at:
+            break
+    buf = mesh_lib.to_host(state.buf)
+    taken = int(np.searchsorted(ns, min(c * chunk, online_cfg.n_steps), side="right"))
+    return OnlineResult(ns[:taken], buf[:, :taken, 0], buf[:, :taken, 1])
 
 
 def escape_time(ns, m, thr: float) -> float:

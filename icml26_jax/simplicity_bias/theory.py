@@ -79,7 +79,8 @@ def population_loss(m_u: float, m_v: float, mcm_cfg: mcm.MCMConfig, link: str, a
       The loss as a Python float (float64 quadrature).
     """
     mcm_cfg.validate()
-    c = denoisers.link_coefficients(link, mcm_cfg.beta_u, mcm_cfg.beta_v, a, b)
+    c = denoisers.link_coefficients(link, mcm_cfg.beta_u, mcm_cfg.beta_v, a, b, mcm_cfg.nu,
+                                    mcm_cfg.rho)
     m_u, m_v = float(m_u), float(m_v)
     if m_u * m_u + m_v * m_v > 1.0 + 1e-12:
         raise ValueError(f"overlaps need m_u^2 + m_v^2 <= 1, got m_u={m_u}, m_v={m_v}")
@@ -94,7 +95,7 @@ def population_loss(m_u: float, m_v: float, mcm_cfg: mcm.MCMConfig, link: str, a
     x, w_h = np.polynomial.hermite.hermgauss(_N_HERMITE)  # [H]
     mu = A * lam[:, None] + B * nu_vals[None, :]  # [L, K]
     h = a * mu[..., None] + math.sqrt(2.0 * V) * x  # [L, K, H]
-    f = c.lin * h + c.amp * np.tanh(c.kappa * h)
+    f, _ = c(h, np)
     resid = mu[..., None] + gain * (h - a * mu[..., None]) - a * h  # E[s - a h | h, lam, nu]
     inner = np.sum((-2.0 * f * resid + f * f) * w_h, axis=-1) / math.sqrt(math.pi)  # [L, K]
     return float(np.sum(w_lam[:, None] * p_nu * inner))

@@ -28,16 +28,18 @@ def _s_h(cfg, along, n, seed):
 @pytest.mark.parametrize("link, cfg", [
     ("u", mcm.MCMConfig(d=4)),
     ("v", mcm.MCMConfig(d=4, beta_u=0.0, beta_v=9.0)),
+    ("v", mcm.MCMConfig(d=4, beta_u=0.0, beta_v=9.0, nu="tsodyks", rho=0.7)),
 ])
 def test_oracle_link_equals_binned_conditional_mean(link, cfg):
     s, h = _s_h(cfg, link, 1_000_000, seed=11)
-    phi = denoisers.oracle_link(link, cfg.beta_u, cfg.beta_v, A, B)
+    phi = denoisers.oracle_link(link, cfg.beta_u, cfg.beta_v, A, B, cfg.nu, cfg.rho)
     f = np.asarray(phi(jnp.asarray(h, jnp.float32))[0], np.float64)
     target = s - A * h  # E[target | h] = phi(h) for the oracle
     edges = np.linspace(-2.5, 2.5, 26)
     idx = np.digitize(h, edges) - 1
     z_oracle, z_lin = [], []
-    lin_only = denoisers.link_coefficients(link, cfg.beta_u, cfg.beta_v, A, B).lin * h
+    lin_only = denoisers.link_coefficients(link, cfg.beta_u, cfg.beta_v, A, B, cfg.nu,
+                                           cfg.rho).lin * h
     for k in range(25):
         sel = idx == k
         se = target[sel].std() / math.sqrt(sel.sum())
@@ -124,7 +126,7 @@ def test_population_loss_matches_monte_carlo(cfg, link, m_u, m_v):
     w = m_u * u + m_v * v + math.sqrt(1 - m_u ** 2 - m_v ** 2) * r / jnp.linalg.norm(r)
     x0 = mcm.sample(k_x, n, cfg, u, v)
     xt = A * x0 + B * jax.random.normal(k_g, x0.shape)
-    phi = denoisers.oracle_link(link, cfg.beta_u, cfg.beta_v, A, B)
+    phi = denoisers.oracle_link(link, cfg.beta_u, cfg.beta_v, A, B, cfg.nu, cfg.rho)
     q = np.asarray(denoisers.dsm_loss(x0, xt, w, phi, A) - jnp.sum((x0 - A * xt) ** 2, -1),
                    np.float64)
     want = theory.population_loss(m_u, m_v, cfg, link, A, B)
@@ -157,6 +159,17 @@ def test_exponent_correlated_claim11():
 
 def test_exponent_independent_control_claim12():
     assert abs(_fit(mcm.MCMConfig(d=8), "both", "v", 0.9) - 4) <= 0.2
+
+
+def test_exponent_tsodyks_is_three_with_its_oracle_link():
+    # The Tsodyks latent has a third cumulant; its oracle link has an even part that couples
+    # to it (k = 3). An odd link (the Rademacher tanh) only sees the fourth cumulant (k = 4).
+    cfg = mcm.MCMConfig(d=8, beta_u=0.0, beta_v=9.0, nu="tsodyks", rho=0.7)
+    assert abs(_fit(cfg, "v", "v") - 3) <= 0.1
+    odd = denoisers.link_coefficients("v", 0.0, 9.0, A, B)  # Rademacher link
+    assert odd.shift == 0.0 and odd.const == 0.0
+    tso = denoisers.link_coefficients("v", 0.0, 9.0, A, B, "tsodyks", 0.7)
+    assert tso.shift != 0.0 and tso.const != 0.0
 
 
 def test_fit_exponent_recovers_planted_power():

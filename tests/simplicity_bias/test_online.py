@@ -113,3 +113,32 @@ def test_run_online_rejects_mismatched_or_small_d():
         online.run_online(jax.random.key(0), CFG._replace(d=1), OC._replace(d=1))
     with pytest.raises(ValueError, match="latent_corr"):
         online.run_online(jax.random.key(0), CFG._replace(latent_corr="cubic"), OC)
+
+
+def test_segmented_early_stop_equals_one_call_prefix():
+    # The d^3 runs go in segments with a host check; the records they keep are exactly
+    # those of the one-call run, and they stop once n* + stop_extra steps are done.
+    d = 64  # chunks of 128 steps
+    cfg = mcm.MCMConfig(d=d)
+    oc = online.OnlineConfig(d=d, delta=1 / d, n_steps=40 * d, n_records=60, replicas=8,
+                             link="both")
+    full = online.run_online(jax.random.key(3), cfg, oc)
+    seen = []
+    part = online.run_online(jax.random.key(3), cfg, oc, stop_extra=2 * d, watch="u",
+                             segment_steps=128, progress=lambda n, m: seen.append(n))
+    n_star = online.escape_time(full.ns, full.m_u, oc.thr)
+    assert n_star < oc.n_steps  # u escapes early at this budget
+    k = part.ns.shape[0]
+    assert part.ns[-1] >= n_star + 2 * d and k < oc.n_records  # stopped early
+    np.testing.assert_array_equal(part.ns, full.ns[:k])
+    np.testing.assert_allclose(part.m_u, full.m_u[:, :k], atol=1e-6)
+    np.testing.assert_allclose(part.m_v, full.m_v[:, :k], atol=1e-6)
+    assert seen == sorted(seen) and len(seen) >= 2
+    # Sharded segments give the same records.
+    sharded = online.run_online(jax.random.key(3), cfg, oc, mesh=mesh_lib.runs_mesh(8),
+                                stop_extra=2 * d, watch="u", segment_steps=128)
+    np.testing.assert_allclose(sharded.m_u, part.m_u, atol=1e-5)
+    with pytest.raises(ValueError, match="watch"):
+        online.run_online(jax.random.key(3), cfg, oc, stop_extra=1, watch="w")
+    with pytest.raises(ValueError, match="stop_extra"):
+        online.run_online(jax.random.key(3), cfg, oc, stop_extra=-1)
