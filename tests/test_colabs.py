@@ -165,9 +165,29 @@ def _check_rank_learner(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_simplicity_bias(text: str, nb, workdir: pathlib.Path) -> None:
+    # S whitens v: unit variance along v, only the fourth cumulant -2 (4/5)^2 = -1.28 shows
+    # (2e5 samples: standard errors ~0.003 for the variance, ~0.02 for kappa_4).
+    assert abs(_number(r"Var\(x \. v\) = ([\d.]+)", text) - 1.0) < 0.02
+    assert abs(_number(r"kappa_4\(x \. v\) = (-?[\d.]+)", text) + 1.28) < 0.1
+    # Exponents from quadrature: 2 (u), 4 (v), 1 (v with correlated latents).
+    m = re.search(r"exponent along u: (\S+); along v: (\S+); along v with correlated "
+                  r"latents at m_u = 0.9: (\S+)", text)
+    assert m, "the exponent cell printed nothing"
+    k = [float(g) for g in m.groups()]
+    assert abs(k[0] - 2) < 0.01 and abs(k[1] - 4) < 0.05 and abs(k[2] - 1) < 0.05, k
+    assert _number(r"final median \|m_u\| = ([\d.]+)", text) > 0.6
+    res = results.load_results(workdir)
+    assert res["paper"] == "simplicity_bias" and res["variant"] == "smoke"
+    assert all(c["holds"] for c in res["claims"]), res["claims"]
+    assert (workdir / "exponents.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
-                  "rank_learner": _check_rank_learner}
+                  "rank_learner": _check_rank_learner,
+                  "simplicity_bias": _check_simplicity_bias}
 
 
 @pytest.mark.notebook

@@ -29,9 +29,12 @@ SMOKE_CLAIMS = ("pairwise_linear_slope", "hoc_invisible_at_linear_budget",
 
 
 def _tuple(v, cast):
-    if isinstance(v, str):
-        return tuple(cast(s.strip()) for s in v.split(",") if s.strip())
-    return tuple(cast(s) for s in v)
+    """A tuple from ``v``: a tuple, or comma-separated strings anywhere in it (the command
+    line gives ``--config.parts=a,b`` as the 1-tuple ``('a,b',)``)."""
+    items = [v] if isinstance(v, str) else list(v)
+    items = [x for s in items for x in (s.split(",") if isinstance(s, str) else [s])]
+    return tuple(cast(x.strip() if isinstance(x, str) else x) for x in items
+                 if str(x).strip())
 
 
 def normalise_config(c) -> None:
@@ -120,9 +123,10 @@ def _per_d(c, workdir, part, fp_extra, dims, compute) -> dict:
             "glob": {k: c[k] for k in ("seed", "replicas", "beta_u", "beta_v", "a", "eta",
                                        "thr")}})
         t0 = time.time()
-        out[f"d{d}"] = checkpoint.cached(os.path.join(workdir, "ckpt", f"{part}_d{d}"),
+        name = f"{part}_{fp_extra}_d{d}" if fp_extra else f"{part}_d{d}"
+        out[f"d{d}"] = checkpoint.cached(os.path.join(workdir, "ckpt", name),
                                          fingerprint=fp, compute=lambda d=d: compute(d),
-                                         name=f"{part} d={d}")
+                                         name=f"{name.replace('_', ' ')}")
         logging.info("%s d=%d: %.1f s", part, d, time.time() - t0)
     return out
 
