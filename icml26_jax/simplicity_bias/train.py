@@ -335,7 +335,7 @@ def summarise(out: dict, c) -> dict:
         met["exponent"] = {k: v["k"] for k, v in out["exponent"].items() if k != "m"}
     if "images" in out:
         im = out["images"]
-        bl = [float(b) for b in im["b_levels"]]
+        bl = [round(float(b), 6) for b in im["b_levels"]]  # float32 levels, printed clean
         met["images"] = {
             "source": im["source"], "b_levels": bl, "steps": int(im["steps"][-1]),
             "L_real": im["L_real"][-1], "L_clone": im["L_clone"][-1], "L_W": im["L_W"],
