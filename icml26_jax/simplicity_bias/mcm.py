@@ -149,6 +149,27 @@ def sample_latents(key: jax.Array, n: int, cfg: MCMConfig):
     return lam, nu.astype(lam.dtype)
 
 
+def sample_latents_indexed(key: jax.Array, n: int, cfg: MCMConfig, corr):
+    """:func:`sample_latents` with the correlation chosen by a traced index ``corr`` into
+    :data:`LATENT_CORRS` (``cfg.latent_corr`` is ignored), so replicas with different
+    correlations share one program. Draws the same lam as :func:`sample_latents`; nu is
+    selected from all three constructions (Rademacher / Tsodyks for 'independent')."""
+    k_lam, k_nu = jax.random.split(key)
+    k_ind, k_g = jax.random.split(k_nu)
+    lam = jax.random.normal(k_lam, (n,))
+    if cfg.nu == "rademacher":
+        ind = jax.random.rademacher(k_ind, (n,), dtype=lam.dtype)
+    else:
+        rho = cfg.rho
+        ind = (jnp.where(jax.random.bernoulli(k_ind, rho, (n,)), 1.0, 0.0) - rho) / math.sqrt(
+            rho - rho * rho)
+    g = jax.random.normal(k_g, (n,))
+    sign = jnp.where(lam + cfg.tau * g >= 0, 1.0, -1.0)
+    nonlin = jnp.where((lam > 0) == (jnp.abs(lam) > T_NONLINEAR), 1.0, -1.0)
+    nu = jnp.select([corr == 1, corr == 2], [sign, nonlin], ind)
+    return lam, nu.astype(lam.dtype)
+
+
 def whiten(y, v, beta_v: float):
     """S y = y - (1 - 1/sqrt(1 + beta_v)) (y . v) v for y [..., d], in O(d) per row."""
     c = 1.0 - 1.0 / math.sqrt(1.0 + beta_v)

@@ -122,15 +122,33 @@ def _chunk_size(d: int, n_steps: int) -> int:
     return int(max(1, min(n_steps, _CHUNK_FLOATS // (2 * d))))
 
 
-class ReplicaState(NamedTuple):
-    """The carry of one replica between segments of chunks (all arrays, so a stack of
-    states can be sharded over devices).
+class ReplicaParams(NamedTuple):
+    """What may differ between replicas of one program (traced arrays, so dimensions, step
+    sizes, budgets and latent correlations are vmapped, not looped).
 
     Attributes:
-      w: [d] current weights (unit norm).
+      dim: [] int32 active dimension d <= d_pad (coordinates >= d are masked to zero).
+      delta: [] step size.
+      n_steps: [] int32 samples to see (later steps leave the state unchanged).
+      ns: [n_rec] int32 record sample counts (:func:`record_steps` of n_steps).
+      corr: [] int32 index into ``mcm.LATENT_CORRS``.
+    """
+
+    dim: jax.Array
+    delta: jax.Array
+    n_steps: jax.Array
+    ns: jax.Array
+    corr: jax.Array
+
+
+class ReplicaState(NamedTuple):
+    """The carry of one replica between segments of chunks.
+
+    Attributes:
+      w: [d_pad] current weights (unit norm, zero beyond dim).
       j: [] int32, records taken so far.
       buf: [n_rec, 2] recorded (m_u, m_v), zero where not yet recorded.
-      u, v: [d] the replica's spikes.
+      u, v: [d_pad] the replica's spikes (zero beyond dim).
       noise_key: raw key data of the replica's noise stream (chunk c uses fold_in(., c)).
     """
 
@@ -142,113 +160,255 @@ class ReplicaState(NamedTuple):
     noise_key: jax.Array
 
 
-def init_replica(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig
-                 ) -> ReplicaState:
-    """Spikes, w0 uniform on the sphere and the noise stream of one replica, from
-    ``split(key, 3)``; nothing recorded yet."""
+class _Static(NamedTuple):
+    """Hashable jit-static part shared by every replica of one program."""
+
+    mcm_cfg: mcm.MCMConfig  # d = d_pad; latent_corr unused (per replica)
+    link: str
+    a: float
+    n_rec: int
+    chunk: int
+    seg: int  # chunks per call
+    impl: object  # PRNG implementation of the keys
+
+
+def _mask(dim, d_pad: int):
+    return (jnp.arange(d_pad) < dim).astype(jnp.float32)
+
+
+def init_replica(key: jax.Array, p: ReplicaParams, st: _Static) -> ReplicaState:
+    """Spikes (QR of a masked Gaussian d_pad x 2), w0 uniform on the active sphere and the
+    noise stream of one replica, from ``split(key, 3)``; nothing recorded yet."""
+    d_pad = st.mcm_cfg.d
+    mask = _mask(p.dim, d_pad)
     k_spk, k_init, k_noise = jax.random.split(key, 3)
-    u, v = mcm.spikes(k_spk, online_cfg.d)
-    w0 = jax.random.normal(k_init, (online_cfg.d,))
+    g = jax.random.normal(k_spk, (d_pad, 2)) * mask[:, None]
+    q, r = jnp.linalg.qr(g)
+    q = q * jnp.where(jnp.diagonal(r) < 0, -1.0, 1.0) * mask[:, None]
+    w0 = jax.random.normal(k_init, (d_pad,)) * mask
     w0 = w0 / jnp.linalg.norm(w0)
-    return ReplicaState(w0, jnp.zeros((), jnp.int32),
-                        jnp.zeros((online_cfg.n_records, 2), w0.dtype), u, v,
-                        jax.random.key_data(k_noise))
+    return ReplicaState(w0, jnp.zeros((), jnp.int32), jnp.zeros((st.n_rec, 2), w0.dtype),
+                        q[:, 0], q[:, 1], jax.random.key_data(k_noise))
 
 
-def advance(state: ReplicaState, c0, n_chunks: int, mcm_cfg: mcm.MCMConfig,
-            online_cfg: OnlineConfig, impl) -> ReplicaState:
-    """Runs chunks ``c0 .. c0 + n_chunks - 1`` of one replica (pure; ``c0`` may be traced).
+def advance(state: ReplicaState, p: ReplicaParams, c0, st: _Static) -> ReplicaState:
+    """Runs chunks ``c0 .. c0 + st.seg - 1`` of one replica (pure; ``c0`` may be traced).
 
     Chunk c holds steps ``c * chunk .. (c + 1) * chunk - 1`` with noise from
-    ``fold_in(noise_key, c)`` drawn as [chunk, d] blocks, each chunk a scan over its steps.
-    Steps past ``n_steps`` (padding) leave the state unchanged, so splitting a run into
-    segments gives exactly the one-call trajectory.
+    ``fold_in(noise_key, c)`` drawn as [chunk, d_pad] blocks (masked to the active
+    coordinates), each chunk a scan over its steps. Steps past ``p.n_steps`` leave the state
+    unchanged, so splitting a run into segments gives exactly the one-call trajectory.
     """
-    cfg, oc = mcm_cfg, online_cfg
-    d, n_steps, a, b, delta = oc.d, oc.n_steps, oc.a, oc.b, oc.delta
-    phi = denoisers.oracle_link(oc.link, cfg.beta_u, cfg.beta_v, a, b, cfg.nu, cfg.rho)
-    ns = jnp.asarray(record_steps(n_steps, oc.n_records), jnp.int32)  # [n_rec]
-    n_rec = ns.shape[0]
-    chunk = _chunk_size(d, n_steps)
+    cfg, a = st.mcm_cfg, st.a
+    d_pad, chunk = cfg.d, st.chunk
+    b = math.sqrt(max(0.0, 1.0 - a * a))
+    phi = denoisers.oracle_link(st.link, cfg.beta_u, cfg.beta_v, a, b, cfg.nu, cfg.rho)
+    mask = _mask(p.dim, d_pad)
     u, v = state.u, state.v
-    k_noise = jax.random.wrap_key_data(state.noise_key, impl=impl)
+    k_noise = jax.random.wrap_key_data(state.noise_key, impl=st.impl)
 
     def step(carry, inp):
         w, j, buf = carry
-        x0, xt, t = inp  # [d], [d], []
-        w = jnp.where(t < n_steps, sgd_step(w, x0, xt, phi, a, delta), w)
-        jj = jnp.minimum(j, n_rec - 1)
-        hit = (t + 1 == ns[jj]) & (j < n_rec)
+        x0, xt, t = inp  # [d_pad], [d_pad], []
+        w = jnp.where(t < p.n_steps, sgd_step(w, x0, xt, phi, a, p.delta), w)
+        jj = jnp.minimum(j, st.n_rec - 1)
+        hit = (t + 1 == p.ns[jj]) & (j < st.n_rec)
         m = jnp.stack([w @ u, w @ v])
         buf = buf.at[jj].set(jnp.where(hit, m, buf[jj]))
         return (w, j + hit.astype(jnp.int32), buf), None
 
     def run_chunk(carry, c):
         k_lat, k_z = jax.random.split(jax.random.fold_in(k_noise, c))
-        lam, nu = mcm.sample_latents(k_lat, chunk, cfg)  # [chunk]
-        z, xi = jnp.moveaxis(jax.random.normal(k_z, (chunk, 2, d)), 1, 0)  # [chunk, d] each
-        x0 = mcm.assemble(lam, nu, z, cfg, u, v)  # [chunk, d]
+        lam, nu = mcm.sample_latents_indexed(k_lat, chunk, cfg, p.corr)  # [chunk]
+        z, xi = jnp.moveaxis(jax.random.normal(k_z, (chunk, 2, d_pad)), 1, 0) * mask
+        x0 = mcm.assemble(lam, nu, z, cfg, u, v)  # [chunk, d_pad], zero beyond dim
         xt = a * x0 + b * xi
         t = c * chunk + jnp.arange(chunk, dtype=jnp.int32)
         carry, _ = jax.lax.scan(step, carry, (x0, xt, t))
         return carry, None
 
-    cs = jnp.asarray(c0, jnp.int32) + jnp.arange(n_chunks, dtype=jnp.int32)
+    cs = jnp.asarray(c0, jnp.int32) + jnp.arange(st.seg, dtype=jnp.int32)
     (w, j, buf), _ = jax.lax.scan(run_chunk, (state.w, state.j, state.buf), cs)
     return state._replace(w=w, j=j, buf=buf)
 
 
-def n_chunks_of(online_cfg: OnlineConfig) -> tuple[int, int]:
-    """``(chunk, n_chunks)``: steps per chunk and chunks covering ``n_steps``."""
-    chunk = _chunk_size(online_cfg.d, online_cfg.n_steps)
-    return chunk, -(-online_cfg.n_steps // chunk)
+def params_of(mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig) -> ReplicaParams:
+    """The (host) :class:`ReplicaParams` of one configuration."""
+    return ReplicaParams(np.int32(online_cfg.d), np.float32(online_cfg.delta),
+                         np.int32(online_cfg.n_steps),
+                         record_steps(online_cfg.n_steps, online_cfg.n_records).astype(np.int32),
+                         np.int32(mcm.LATENT_CORRS.index(mcm_cfg.latent_corr)))
 
 
 def run_replica(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig):
-    """One replica of online SGD over all ``n_steps`` (pure; vmap it over keys, jit it with
-    static configs).
+    """One replica of online SGD over all ``n_steps`` at its own dimension (pure; vmap it
+    over keys, jit it with static configs).
 
     Returns:
       ``(m_u [n_rec], m_v [n_rec])`` at the sample counts of :func:`record_steps`.
     """
-    state = init_replica(key, mcm_cfg, online_cfg)
-    _, n_chunks = n_chunks_of(online_cfg)
-    state = advance(state, 0, n_chunks, mcm_cfg, online_cfg, jax.random.key_impl(key))
+    chunk = _chunk_size(online_cfg.d, online_cfg.n_steps)
+    st = _Static(mcm_cfg._replace(latent_corr="independent"), online_cfg.link, online_cfg.a,
+                 online_cfg.n_records, chunk, -(-online_cfg.n_steps // chunk),
+                 jax.random.key_impl(key))
+    p = jax.tree.map(jnp.asarray, params_of(mcm_cfg, online_cfg))
+    state = advance(init_replica(key, p, st), p, 0, st)
     return state.buf[:, 0], state.buf[:, 1]
 
 
-def _init_from_data(static, key_data):
-    mcm_cfg, online_cfg, impl, _ = static
-    return init_replica(jax.random.wrap_key_data(key_data, impl=impl), mcm_cfg, online_cfg)
+def _init_from_data(st, key_data, p):
+    return init_replica(jax.random.wrap_key_data(key_data, impl=st.impl), p, st)
 
 
-def _advance_replica(static, state, c0):
-    mcm_cfg, online_cfg, impl, seg = static
-    return advance(state, c0, seg, mcm_cfg, online_cfg, impl)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _init_stacked(static, key_data):
-    return jax.vmap(lambda kd: _init_from_data(static, kd))(key_data)
+def _advance_replica(st, state, p, c0):
+    return advance(state, p, c0, st)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _advance_stacked(static, state, c0):
-    return jax.vmap(lambda s, c: _advance_replica(static, s, c))(state, c0)
+def _init_stacked(st, key_data, p):
+    return jax.vmap(lambda kd, q: _init_from_data(st, kd, q))(key_data, p)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _advance_stacked(st, state, p, c0):
+    return jax.vmap(lambda s, q, c: _advance_replica(st, s, q, c))(state, p, c0)
+
+
+def _check_group(mcm_cfgs, online_cfgs):
+    if len(mcm_cfgs) != len(online_cfgs) or not mcm_cfgs:
+        raise ValueError(f"need as many mcm_cfgs as online_cfgs (>= 1), got {len(mcm_cfgs)} "
+                         f"and {len(online_cfgs)}")
+    for mc, oc in zip(mcm_cfgs, online_cfgs):
+        mc.validate()
+        oc.validate()
+        if mc.d != oc.d:
+            raise ValueError(f"mcm_cfg.d={mc.d} and online_cfg.d={oc.d} must agree")
+    shared_m = {(m.beta_u, m.beta_v, m.tau, m.nu, m.rho) for m in mcm_cfgs}
+    shared_o = {(o.n_records, o.replicas, o.link, o.thr, o.a) for o in online_cfgs}
+    if len(shared_m) > 1 or len(shared_o) > 1:
+        raise ValueError("configurations run together may differ only in d, latent_corr "
+                         "(MCM) and d, delta, n_steps (online); got MCM "
+                         f"{sorted(shared_m)} and online {sorted(shared_o)}")
+
+
+def run_online_group(keys, mcm_cfgs, online_cfgs, mesh=None, *, stop_extra=None,
+                     watch: str = "v", segment_steps: int | None = None,
+                     progress=None) -> list[OnlineResult]:
+    """Runs several configurations -- dimensions, step sizes, budgets, latent correlations --
+    as ONE program: every replica of every configuration is a row of one vmapped (and, with
+    ``mesh``, sharded) batch, dimensions padded to the largest d with masked coordinates.
+
+    Configuration i's replica r uses ``fold_in(keys[i], r)`` (its own spikes, init and
+    noise). The noise is drawn at the padded dimension, so a trajectory depends on the
+    padding (not on the other configurations' values or on the device placement).
+
+    Args:
+      keys: one typed PRNG key per configuration.
+      mcm_cfgs, online_cfgs: the configurations; they may differ only in ``d`` and
+        ``latent_corr`` (MCM) and ``d``, ``delta``, ``n_steps`` (online).
+      mesh: None, or a mesh with a ``core.mesh.RUNS`` axis over which the rows are sharded.
+      stop_extra: None (run every configuration to its n_steps), or steps (an int, or one per
+        configuration) to keep running after the median |m_watch| of a configuration first
+        exceeds ``thr`` at a record n*; its records stop at the first segment end past
+        n* + stop_extra, and the program stops when every configuration is done.
+      watch: the overlap checked for the early stop, 'u' or 'v'.
+      segment_steps: steps per host check when stopping early (default max n_steps / 64).
+      progress: optional ``progress(steps_done, [median |m_watch| of each configuration])``.
+
+    Returns:
+      One :class:`OnlineResult` per configuration (host arrays; records cut at the stop).
+    """
+    keys, mcm_cfgs, online_cfgs = list(keys), list(mcm_cfgs), list(online_cfgs)
+    _check_group(mcm_cfgs, online_cfgs)
+    if len(keys) != len(mcm_cfgs):
+        raise ValueError(f"need one key per configuration, got {len(keys)} keys for "
+                         f"{len(mcm_cfgs)} configurations")
+    if watch not in ("u", "v"):
+        raise ValueError(f"watch must be 'u' or 'v', got watch={watch!r}")
+    K = len(online_cfgs)
+    extra = None
+    if stop_extra is not None:
+        extra = [int(x) for x in (stop_extra if np.ndim(stop_extra) else [stop_extra] * K)]
+        if len(extra) != K or min(extra) < 0:
+            raise ValueError(f"stop_extra must be >= 0 (one value or one per configuration), "
+                             f"got stop_extra={stop_extra!r}")
+    if segment_steps is not None and not int(segment_steps) >= 1:
+        raise ValueError(f"segment_steps must be >= 1, got segment_steps={segment_steps!r}")
+    oc0 = online_cfgs[0]
+    R, n_rec = oc0.replicas, oc0.n_records
+    d_pad = max(o.d for o in online_cfgs)
+    n_max = max(o.n_steps for o in online_cfgs)
+    chunk = _chunk_size(d_pad, n_max)
+    n_chunks = -(-n_max // chunk)
+    if extra is None:
+        seg = n_chunks
+    else:
+        seg_steps = segment_steps or max(1, n_max // 64)
+        seg = int(min(n_chunks, max(1, round(seg_steps / chunk))))
+    st = _Static(mcm_cfgs[0]._replace(d=d_pad, latent_corr="independent"), oc0.link, oc0.a,
+                 n_rec, chunk, seg, jax.random.key_impl(keys[0]))
+    params = [params_of(m, o) for m, o in zip(mcm_cfgs, online_cfgs)]
+    p = jax.tree.map(lambda *xs: np.repeat(np.stack(xs), R, axis=0), *params)  # [K R, ...]
+    key_data = np.concatenate([np.asarray(jax.device_get(jax.random.key_data(jax.vmap(
+        lambda r, k=k: jax.random.fold_in(k, r))(jnp.arange(R, dtype=jnp.int32)))))
+        for k in keys])  # [K R, ...]
+
+    def run_segment(state, c):
+        c0 = np.full((K * R,), c, np.int32)
+        if mesh is None:
+            return _advance_stacked(st, state, p, c0)
+        return mesh_lib.map_runs(mesh, _advance_replica, st, state, p, c0)
+
+    state = (_init_stacked(st, key_data, p) if mesh is None
+             else mesh_lib.map_runs(mesh, _init_from_data, st, key_data, p))
+    ns = [q.ns.astype(np.int64) for q in params]
+    col = 0 if watch == "u" else 1
+    stop_at = [None] * K  # n* + extra once escaped
+    cut = [None] * K  # steps done when a configuration's records end
+    c = 0
+    while c < n_chunks:
+        state = run_segment(state, c)
+        c += seg
+        if extra is None:
+            continue
+        done = c * chunk
+        buf = mesh_lib.to_host(state.buf).reshape(K, R, n_rec, 2)
+        meds = []
+        for i in range(K):
+            taken = int(np.searchsorted(ns[i], done, side="right"))
+            med = np.median(np.abs(buf[i, :, :taken, col]), axis=0)
+            meds.append(float(med[-1]) if taken else float("nan"))
+            if stop_at[i] is None and np.any(med > online_cfgs[i].thr):
+                stop_at[i] = int(ns[i][np.argmax(med > online_cfgs[i].thr)]) + extra[i]
+            if cut[i] is None and (done >= online_cfgs[i].n_steps
+                                   or (stop_at[i] is not None and done >= stop_at[i])):
+                cut[i] = done
+        if progress is not None:
+            progress(done, meds)
+        if all(x is not None for x in cut):
+            break
+    buf = mesh_lib.to_host(state.buf).reshape(K, R, n_rec, 2)
+    out = []
+    for i in range(K):
+        end = c * chunk if cut[i] is None else cut[i]
+        taken = int(np.searchsorted(ns[i], end, side="right"))
+        out.append(OnlineResult(ns[i][:taken], buf[i, :, :taken, 0], buf[i, :, :taken, 1]))
+    return out
 
 
 def run_online(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig,
                mesh=None, *, stop_extra: int | None = None, watch: str = "v",
                segment_steps: int | None = None, progress=None) -> OnlineResult:
-    """Runs ``online_cfg.replicas`` independent replicas of online SGD (spec §Method).
+    """Runs ``online_cfg.replicas`` independent replicas of online SGD (spec §Method): one
+    configuration of :func:`run_online_group` (no padding).
 
     Replica r uses ``fold_in(key, r)`` (its own spikes, init and noise), so results do not
-    depend on R's placement or on the segmentation. Without ``stop_extra`` all
-    ``n_steps`` run as one program; with it, the run goes in segments of about
-    ``segment_steps`` steps (one compiled program reused) with a host check after each: once
-    the median over replicas of |m_watch| has exceeded ``online_cfg.thr`` at a record n*,
-    the run stops as soon as ``n* + stop_extra`` steps are done (the d^3 runs, spec
-    §Pitfalls), and only the records taken are returned.
+    depend on R's placement or on the segmentation. Without ``stop_extra`` all ``n_steps``
+    run as one program; with it, the run goes in segments of about ``segment_steps`` steps
+    (one compiled program reused) with a host check after each: once the median over
+    replicas of |m_watch| has exceeded ``online_cfg.thr`` at a record n*, the run stops as
+    soon as ``n* + stop_extra`` steps are done (the d^3 runs, spec §Pitfalls), and only the
+    records taken are returned.
 
     Args:
       key: typed PRNG key.
@@ -266,55 +426,9 @@ def run_online(key: jax.Array, mcm_cfg: mcm.MCMConfig, online_cfg: OnlineConfig,
       :class:`OnlineResult` with ns [n_rec'] and m_u, m_v [R, n_rec'] as host arrays
       (n_rec' = n_records unless stopped early).
     """
-    mcm_cfg.validate()
-    online_cfg.validate()
-    if mcm_cfg.d != online_cfg.d:
-        raise ValueError(f"mcm_cfg.d={mcm_cfg.d} and online_cfg.d={online_cfg.d} must agree")
-    if watch not in ("u", "v"):
-        raise ValueError(f"watch must be 'u' or 'v', got watch={watch!r}")
-    if stop_extra is not None and not int(stop_extra) >= 0:
-        raise ValueError(f"stop_extra must be >= 0 or None, got stop_extra={stop_extra!r}")
-    if segment_steps is not None and not int(segment_steps) >= 1:
-        raise ValueError(f"segment_steps must be >= 1, got segment_steps={segment_steps!r}")
-    R = online_cfg.replicas
-    ns = record_steps(online_cfg.n_steps, online_cfg.n_records)
-    chunk, n_chunks = n_chunks_of(online_cfg)
-    if stop_extra is None:
-        seg = n_chunks
-    else:
-        seg_steps = segment_steps or max(1, online_cfg.n_steps // 64)
-        seg = int(min(n_chunks, max(1, round(seg_steps / chunk))))
-    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(R, dtype=jnp.int32))
-    static = (mcm_cfg, online_cfg, jax.random.key_impl(key), seg)
-    key_data = np.asarray(jax.device_get(jax.random.key_data(keys)))  # [R, ...] uint32
-
-    def run_segment(state, c0):
-        c0 = np.full((R,), c0, np.int32)
-        if mesh is None:
-            return _advance_stacked(static, state, c0)
-        return mesh_lib.map_runs(mesh, _advance_replica, static, state, c0)
-
-    state = (_init_stacked(static, key_data) if mesh is None
-             else mesh_lib.map_runs(mesh, _init_from_data, static, key_data))
-    col = 0 if watch == "u" else 1
-    stop_at, c = None, 0
-    while c < n_chunks:
-        state = run_segment(state, c)
-        c += seg
-        if stop_extra is None:
-            continue
-        done = min(c * chunk, online_cfg.n_steps)
-        taken = int(np.searchsorted(ns, done, side="right"))
-        med = np.median(np.abs(mesh_lib.to_host(state.buf)[:, :taken, col]), axis=0)
-        if progress is not None:
-            progress(done, float(med[-1]) if taken else float("nan"))
-        if stop_at is None and np.any(med > online_cfg.thr):
-            stop_at = int(ns[np.argmax(med > online_cfg.thr)]) + int(stop_extra)
-        if stop_at is not None and done >= stop_at:
-            break
-    buf = mesh_lib.to_host(state.buf)
-    taken = int(np.searchsorted(ns, min(c * chunk, online_cfg.n_steps), side="right"))
-    return OnlineResult(ns[:taken], buf[:, :taken, 0], buf[:, :taken, 1])
+    cb = None if progress is None else (lambda n, meds: progress(n, meds[0]))
+    return run_online_group([key], [mcm_cfg], [online_cfg], mesh, stop_extra=stop_extra,
+                            watch=watch, segment_steps=segment_steps, progress=cb)[0]
 
 
 def escape_time(ns, m, thr: float) -> float:

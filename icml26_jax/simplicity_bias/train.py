@@ -3,8 +3,10 @@ on the mixed cumulant model at several d (pair-wise escape, fourth-cumulant esca
 linear budget, correlated latents), the diffusion information exponents by quadrature, and
 the digits clone test; claims 1-16, figures and ``results.json``.
 
-Replicas are a leading axis sharded over the devices; each (part, d) is one compiled program
-whose result is checkpointed and restored on resume (``core.checkpoint.cached``).
+Each part is ONE compiled program: its dimensions, step sizes, budgets and latent
+correlations are rows of one vmapped batch (``online.run_online_group``, dimensions padded),
+sharded over the devices; each part's result is checkpointed and restored on resume
+(``core.checkpoint.cached``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -96,39 +99,46 @@ def image_config(c) -> images.CloneConfig:
 # --------------------------------------------------------------------------- online parts
 
 
-def _mesh(c):
+def _mesh(c, n_arms: int = 1):
     if not c.shard or jax.device_count() == 1:
         return None
-    m = mesh_lib.runs_mesh(int(c.replicas))
+    m = mesh_lib.runs_mesh(int(c.replicas) * n_arms)
     return m if m.size > 1 else None
 
 
-def _online(c, key, mcm_cfg, *, eta, q, n_steps, records, link, **kw) -> dict:
-    d = mcm_cfg.d
-    oc = online.OnlineConfig(d=d, delta=float(c.eta) * float(eta) * d ** (-float(q)),
-                             n_steps=int(n_steps), n_records=int(min(records, n_steps)),
-                             replicas=int(c.replicas), link=link, thr=float(c.thr),
-                             a=float(c.a))
-    r = online.run_online(key, mcm_cfg, oc, mesh=_mesh(c), **kw)
-    return {"ns": np.asarray(r.ns, np.int64), "m_u": np.asarray(r.m_u, np.float32),
-            "m_v": np.asarray(r.m_v, np.float32), "delta": float(oc.delta)}
+class Arm(NamedTuple):
+    """One configuration of a part: its output name, MCM, step-size rule and budget."""
+
+    name: str  # e.g. "d64" or "nonlinear/d64"
+    key: jax.Array
+    mcm_cfg: mcm.MCMConfig
+    eta: float
+    q: float
+    n_steps: int
 
 
-def _per_d(c, workdir, part, fp_extra, dims, compute) -> dict:
-    """``{f"d{d}": compute(d)}``, each d checkpointed on its own (resumable mid-part)."""
-    out = {}
-    for d in dims:
-        fp = checkpoint.config_fingerprint({
-            "part": part, "d": d, "sub": c[part].to_dict(), "extra": fp_extra,
-            "glob": {k: c[k] for k in ("seed", "replicas", "beta_u", "beta_v", "a", "eta",
-                                       "thr")}})
-        t0 = time.time()
-        name = f"{part}_{fp_extra}_d{d}" if fp_extra else f"{part}_d{d}"
-        out[f"d{d}"] = checkpoint.cached(os.path.join(workdir, "ckpt", name),
-                                         fingerprint=fp, compute=lambda d=d: compute(d),
-                                         name=f"{name.replace('_', ' ')}")
-        logging.info("%s d=%d: %.1f s", part, d, time.time() - t0)
-    return out
+def _group(c, arms, records: int, link: str, **kw) -> dict:
+    """Runs the arms as ONE program (``online.run_online_group``: dimensions, step sizes,
+    budgets and latent correlations vmapped, replicas sharded) -> ``{name: {ns, m_u, m_v,
+    delta}}``."""
+    ocs = [online.OnlineConfig(
+        d=a.mcm_cfg.d, delta=float(c.eta) * float(a.eta) * a.mcm_cfg.d ** (-float(a.q)),
+        n_steps=int(a.n_steps), n_records=int(min([records] + [x.n_steps for x in arms])),
+        replicas=int(c.replicas), link=link, thr=float(c.thr), a=float(c.a)) for a in arms]
+    res = online.run_online_group([a.key for a in arms], [a.mcm_cfg for a in arms], ocs,
+                                  mesh=_mesh(c, len(arms)), **kw)
+    return {a.name: {"ns": np.asarray(r.ns, np.int64), "m_u": np.asarray(r.m_u, np.float32),
+                     "m_v": np.asarray(r.m_v, np.float32), "delta": float(oc.delta)}
+            for a, r, oc in zip(arms, res, ocs)}
+
+
+def _cached_part(c, workdir, part, compute) -> dict:
+    """A part's result, checkpointed as a whole and restored on resume."""
+    fp = checkpoint.config_fingerprint({
+        "part": part, "sub": c[part].to_dict(),
+        "glob": {k: c[k] for k in ("seed", "replicas", "beta_u", "beta_v", "a", "eta", "thr")}})
+    return checkpoint.cached(os.path.join(workdir, "ckpt", part), fingerprint=fp,
+                             compute=compute, name=part)
 
 
 def _key(c, part: str, d: int, extra: int = 0):
@@ -136,56 +146,69 @@ def _key(c, part: str, d: int, extra: int = 0):
     return jax.random.fold_in(jax.random.fold_in(k, d), extra)
 
 
+def _mcm(c, d, **kw):
+    return mcm.MCMConfig(d, float(c.beta_u), float(c.beta_v), **kw)
+
+
 def part_pairwise(c, workdir) -> dict:
     """Link both, delta = eta / d, n = 20 d: the covariance spike u escapes at n ~ d log d."""
     p = c.pairwise
-    return _per_d(c, workdir, "pairwise", None, _tuple(p.dims, int), lambda d: _online(
-        c, _key(c, "pairwise", d), mcm.MCMConfig(d, float(c.beta_u), float(c.beta_v)),
-        eta=p.eta, q=p.q, n_steps=p.n_over_d * d, records=p.records, link="both"))
+    arms = [Arm(f"d{d}", _key(c, "pairwise", d), _mcm(c, d), p.eta, p.q, p.n_over_d * d)
+            for d in _tuple(p.dims, int)]
+    return _cached_part(c, workdir, "pairwise", lambda: _group(c, arms, p.records, "both"))
 
 
 def part_cumulant(c, workdir) -> dict:
     """beta_u = 0, link v, delta = 2 / d^2, up to 8 d^3: the fourth-cumulant spike v escapes
-    at n ~ d^3. Stops a d one d^3 after the median |m_v| crossed thr."""
+    at n ~ d^3. A d stops one d^3 after its median |m_v| crossed thr; host checks every
+    ``segment_d3`` d_max^3 steps."""
     p = c.cumulant
+    dims = _tuple(p.dims, int)
+    cfg = lambda d: mcm.MCMConfig(d, float(p.beta_u), float(p.beta_v))  # noqa: E731
+    arms = [Arm(f"d{d}", _key(c, "cumulant", d), cfg(d), p.eta, p.q, int(p.n_over_d3 * d ** 3))
+            for d in dims]
 
-    def one(d):
-        log = lambda n, m: logging.log_every_n_seconds(  # noqa: E731
-            logging.INFO, "cumulant d=%d: n/d^3 = %.2f, median |m_v| = %.3f", 10, d,
-            n / d ** 3, m)
-        return _online(c, _key(c, "cumulant", d),
-                       mcm.MCMConfig(d, float(p.beta_u), float(p.beta_v)),
-                       eta=p.eta, q=p.q, n_steps=int(p.n_over_d3 * d ** 3), records=p.records,
-                       link="v", stop_extra=int(p.extra_d3 * d ** 3), watch="v",
-                       segment_steps=max(1, int(p.segment_d3 * d ** 3)), progress=log)
+    def log(n, meds):
+        logging.log_every_n_seconds(logging.INFO, "cumulant: n = %d, median |m_v| by d: %s",
+                                    10, n, ", ".join(f"{d}: {m:.2f}" for d, m in zip(dims, meds)))
 
-    return _per_d(c, workdir, "cumulant", None, _tuple(p.dims, int), one)
+    return _cached_part(c, workdir, "cumulant", lambda: _group(
+        c, arms, p.records, "v", stop_extra=[int(p.extra_d3 * d ** 3) for d in dims],
+        watch="v", segment_steps=max(1, int(p.segment_d3 * max(dims) ** 3)), progress=log))
 
 
 def part_linear_budget(c, workdir) -> dict:
     """Independent latents, link both, delta = 1/d, n = 100 d: u is learned, v is not."""
     p = c.linear_budget
-    return _per_d(c, workdir, "linear_budget", None, _tuple(p.dims, int), lambda d: _online(
-        c, _key(c, "linear_budget", d), mcm.MCMConfig(d, float(c.beta_u), float(c.beta_v)),
-        eta=p.eta, q=p.q, n_steps=p.n_over_d * d, records=p.records, link="both"))
+    arms = [Arm(f"d{d}", _key(c, "linear_budget", d), _mcm(c, d), p.eta, p.q, p.n_over_d * d)
+            for d in _tuple(p.dims, int)]
+    return _cached_part(c, workdir, "linear_budget",
+                        lambda: _group(c, arms, p.records, "both"))
 
 
 def part_correlated(c, workdir) -> dict:
     """Link both, delta = 0.25 / d, n = 150 d, for each latent correlation (same keys: paired
-    spikes, init and noise), and `sign` at delta = 1/d, n = 50 d next to its PCA leakage."""
+    spikes, init and noise), and `sign` at delta = 1/d, n = 50 d next to its PCA leakage;
+    every (latents, d) in one program."""
     p = c.correlated
-    out = {}
-    for i, lat in enumerate(_tuple(p.latents, str)):
-        out[lat] = _per_d(c, workdir, "correlated", lat, _tuple(p.dims, int), lambda d, lat=lat:
-                          _online(c, _key(c, "correlated", d),
-                                  mcm.MCMConfig(d, float(c.beta_u), float(c.beta_v), lat),
-                                  eta=p.eta, q=p.q, n_steps=p.n_over_d * d, records=p.records,
-                                  link="both"))
-    out["sign"] = _per_d(c, workdir, "correlated", "sign", _tuple(p.dims, int), lambda d: _online(
-        c, _key(c, "correlated", d), mcm.MCMConfig(d, float(c.beta_u), float(c.beta_v), "sign",
-                                                   float(p.sign_tau)),
-        eta=p.sign_eta, q=p.q, n_steps=p.sign_n_over_d * d, records=p.records, link="both"))
-    return out
+    tau = float(p.sign_tau)
+    arms = []
+    for d in _tuple(p.dims, int):
+        k = _key(c, "correlated", d)
+        arms += [Arm(f"{lat}/d{d}", k, _mcm(c, d, latent_corr=lat, tau=tau), p.eta, p.q,
+                     p.n_over_d * d) for lat in _tuple(p.latents, str) if lat != "sign"]
+        arms.append(Arm(f"sign/d{d}", k, _mcm(c, d, latent_corr="sign", tau=tau), p.sign_eta,
+                        p.q, p.sign_n_over_d * d))
+
+    def compute():
+        flat = _group(c, arms, p.records, "both")
+        out = {}
+        for name, r in flat.items():
+            lat, dd = name.split("/")
+            out.setdefault(lat, {})[dd] = r
+        return out
+
+    return _cached_part(c, workdir, "correlated", compute)
 
 
 # --------------------------------------------------------------------------- exponents

@@ -69,6 +69,7 @@ def test_pca_finds_u_above_bbp_and_is_blind_to_v():
     assert baselines.pca_overlap(x, v) < 0.3  # v has unit variance: no PCA signal
 
 
+@pytest.mark.slow
 def test_fastica_finds_v_from_batch_samples():
     d = 8
     cfg = mcm.MCMConfig(d=d, beta_v=9.0)
@@ -141,6 +142,7 @@ def test_batch_indices_cover_each_epoch():
     np.testing.assert_array_equal(images.checkpoint_steps(100, 5)[:2], [0, 1])
 
 
+@pytest.mark.slow
 def test_clone_curves_small_run_is_deterministic_and_consistent():
     tr, te = images.load_digits_split(0)
     cfg = images.CloneConfig(epochs=3, hidden=32, n_checkpoints=4, b_levels=(0.4, 0.8),

@@ -8,6 +8,8 @@ import pytest
 from icml26_jax.core import results
 from icml26_jax.simplicity_bias import configs, train
 
+pytestmark = pytest.mark.slow  # one smoke run (~30 s); still run by CI
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):

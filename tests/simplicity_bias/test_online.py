@@ -115,6 +115,7 @@ def test_run_online_rejects_mismatched_or_small_d():
         online.run_online(jax.random.key(0), CFG._replace(latent_corr="cubic"), OC)
 
 
+@pytest.mark.slow
 def test_segmented_early_stop_equals_one_call_prefix():
     # The d^3 runs go in segments with a host check; the records they keep are exactly
     # those of the one-call run, and they stop once n* + stop_extra steps are done.
@@ -142,3 +143,63 @@ def test_segmented_early_stop_equals_one_call_prefix():
         online.run_online(jax.random.key(3), cfg, oc, stop_extra=1, watch="w")
     with pytest.raises(ValueError, match="stop_extra"):
         online.run_online(jax.random.key(3), cfg, oc, stop_extra=-1)
+
+
+def test_group_runs_dims_and_latents_as_one_program():
+    # Configurations of the padded (largest) d are exactly their single runs; the others
+    # differ only through the noise drawn at the padded dimension.
+    cfgs = [mcm.MCMConfig(d=8), mcm.MCMConfig(d=16), mcm.MCMConfig(d=16, latent_corr="nonlinear")]
+    ocs = [online.OnlineConfig(d=c.d, delta=1.0 / c.d, n_steps=20 * c.d, n_records=20,
+                               replicas=4) for c in cfgs]
+    keys = [jax.random.key(k) for k in (1, 2, 3)]
+    group = online.run_online_group(keys, cfgs, ocs, mesh=mesh_lib.runs_mesh(12))
+    for i in (1, 2):
+        single = online.run_online(keys[i], cfgs[i], ocs[i])
+        np.testing.assert_array_equal(group[i].ns, single.ns)
+        np.testing.assert_allclose(group[i].m_u, single.m_u, atol=1e-5)
+        np.testing.assert_allclose(group[i].m_v, single.m_v, atol=1e-5)
+    assert group[0].ns[-1] == 160 and group[1].ns[-1] == 320  # own budgets and records
+    assert np.all(group[0].m_u ** 2 + group[0].m_v ** 2 <= 1 + 1e-5)
+    with pytest.raises(ValueError, match="may differ only"):
+        online.run_online_group(keys[:2], cfgs[:2], [ocs[0], ocs[1]._replace(link="u")])
+    with pytest.raises(ValueError, match="one key per"):
+        online.run_online_group(keys[:1], cfgs[:2], ocs[:2])
+
+
+@pytest.mark.slow
+def test_padded_replica_stays_in_its_subspace_and_has_the_same_law():
+    d, d_pad = 8, 24
+    cfg = mcm.MCMConfig(d=d)
+    oc = online.OnlineConfig(d=d, delta=1.0 / d, n_steps=400, n_records=10, replicas=1)
+    st = online._Static(cfg._replace(d=d_pad), "both", oc.a, 10, 50, 8, jax.random.key_impl(
+        jax.random.key(0)))
+    p = jax.tree.map(jax.numpy.asarray, online.params_of(cfg, oc))
+    s = online.advance(online.init_replica(jax.random.key(0), p, st), p, 0, st)
+    for x in (s.w, s.u, s.v):
+        np.testing.assert_array_equal(np.asarray(x)[d:], 0.0)
+    np.testing.assert_allclose([np.linalg.norm(s.w), np.linalg.norm(s.u)], 1.0, atol=1e-5)
+    assert abs(float(s.u @ s.v)) < 1e-6
+    # Same law as the unpadded run: final |m_u| over 64 replicas, padded vs not.
+    big = online.OnlineConfig(d=d_pad, delta=1.0 / d_pad, n_steps=10, n_records=10, replicas=64)
+    oc64 = oc._replace(replicas=64)
+    padded = online.run_online_group([jax.random.key(5), jax.random.key(6)],
+                                     [cfg, mcm.MCMConfig(d=d_pad)],
+                                     [oc64, big._replace(n_steps=400)])[0]
+    plain = online.run_online(jax.random.key(7), cfg, oc64)
+    assert abs(np.median(np.abs(padded.m_u[:, -1])) - np.median(np.abs(plain.m_u[:, -1]))) < 0.08
+
+
+def test_indexed_latents_match_the_static_sampler():
+    cfg = mcm.MCMConfig(d=4, tau=0.3)
+    key = jax.random.key(2)
+    for i, corr in enumerate(mcm.LATENT_CORRS):
+        lam, nu = mcm.sample_latents_indexed(key, 100_000, cfg, np.int32(i))
+        lam_s, _ = mcm.sample_latents(key, 10, cfg._replace(latent_corr=corr))
+        np.testing.assert_array_equal(lam[:10], lam_s)  # the same Gaussian latent
+        assert set(np.unique(np.asarray(nu))) == {-1.0, 1.0}
+        c = float(np.mean(lam * nu))
+        want = {"independent": 0.0, "sign": math.sqrt(2 / math.pi) / math.sqrt(1.09),
+                "nonlinear": 0.0}[corr]
+        assert abs(c - want) < 0.01, (corr, c)
+    lam, nu = mcm.sample_latents_indexed(key, 100_000, cfg, np.int32(2))
+    assert abs(float(np.mean(lam ** 3 * nu)) - 1.106) < 0.05  # the mixed cumulant

@@ -108,7 +108,7 @@ def test_run_writes_results_and_resumes_from_checkpoints(tmp_path, capsys):
                      "exponent_independent_control"}
     assert r["metrics"]["linear_budget"]["dims"] == [8, 16]
     assert os.path.exists(tmp_path / "exponents.png")
-    assert os.path.isdir(tmp_path / "ckpt" / "linear_budget_d16")
+    assert os.path.isdir(tmp_path / "ckpt" / "linear_budget")
     # Resume: the per-d results are restored, identical.
     again = train.run(c, str(tmp_path))
     assert again["metrics"]["linear_budget"] == out["metrics"]["linear_budget"]
