@@ -44,10 +44,17 @@ class TransformerConfig:
       causal: causal (decoder) attention; False gives bidirectional attention.
       cond_dim: if set, the model takes a per-sequence conditioning ``cond`` (a scalar per
         sequence such as a diffusion time, embedded with ``cond_dim`` sinusoidal features,
-        or a ``[B, cond_dim]`` vector) that is added to every position's embedding.
+        or a ``[B, cond_dim]`` vector).
+      cond_mode: how ``cond`` enters: ``"add"`` (an MLP of it is added to every position's
+        embedding) or ``"adaln"`` (DiT-style adaptive norms: per block a zero-initialised
+        linear map of silu(c) gives shift, scale and gate of both sub-layers,
+        ``x + (1 + gate) * f(norm(x) * (1 + scale) + shift)``, and of the final norm; at
+        init the model equals the unconditioned one).
       rope_base: base b of the default RoPE position encoder.
       tie_embeddings: output logits use the input embedding matrix.
       head_dim: per-head width Dh (default ``d_model // num_heads``).
+      unroll_layers: unroll the layer scan (same numbers; XLA's ``cost_analysis`` counts a
+        scanned body once, so FLOPs must be counted on the unrolled forward).
     """
 
     vocab_size: int
@@ -60,6 +67,8 @@ class TransformerConfig:
     rope_base: float = 10_000.0
     tie_embeddings: bool = True
     head_dim: int | None = None
+    cond_mode: str = "add"
+    unroll_layers: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "num_layers", "num_heads", "mlp_ratio"):
@@ -75,6 +84,9 @@ class TransformerConfig:
         if self.cond_dim is not None and (self.cond_dim < 2 or self.cond_dim % 2):
             raise ValueError(f"TransformerConfig.cond_dim must be an even integer >= 2 or None, "
                              f"got {self.cond_dim!r}")
+        if self.cond_mode not in ("add", "adaln"):
+            raise ValueError(f"TransformerConfig.cond_mode must be 'add' or 'adaln', got "
+                             f"{self.cond_mode!r}")
         if not self.rope_base > 1:
             raise ValueError(f"TransformerConfig.rope_base must be > 1, got {self.rope_base}")
 
@@ -155,18 +167,49 @@ class Attention(nnx.Module):
           ``(out [B, T, d], attention weights [B, H, T, T])``.
         """
         B, T, _ = x.shape
-        shape = (B, T, self.num_heads, self.head_dim)
-        q, k, v = self.q(x).reshape(shape), self.k(x).reshape(shape), self.v(x).reshape(shape)
-        q, k = self.pos(q, k, positions)
-        logits = jnp.einsum("bthd,bshd->bhts", q, k).astype(jnp.float32)
-        logits = logits / math.sqrt(self.head_dim)
+        q, k, v = self._qkv(x, positions)
         allowed = jnp.ones((B, 1, T, T), bool) if mask is None else mask[:, None]
         if self.causal:
             allowed = allowed & jnp.tril(jnp.ones((T, T), bool))
+        return self._attend(q, k, v, allowed)
+
+    def _qkv(self, x, positions):
+        B, T, _ = x.shape
+        shape = (B, T, self.num_heads, self.head_dim)
+        q, k, v = self.q(x).reshape(shape), self.k(x).reshape(shape), self.v(x).reshape(shape)
+        q, k = self.pos(q, k, positions)
+        return q, k, v
+
+    def _attend(self, q, k, v, allowed):
+        B, T = q.shape[:2]
+        logits = jnp.einsum("bthd,bshd->bhts", q, k).astype(jnp.float32)
+        logits = logits / math.sqrt(self.head_dim)
         logits = jnp.where(allowed, logits, jnp.finfo(jnp.float32).min)
         weights = jax.nn.softmax(logits, axis=-1)
         out = jnp.einsum("bhts,bshd->bthd", weights.astype(v.dtype), v)
         return self.o(out.reshape(B, T, -1)), weights
+
+    def decode(self, x, positions, cache_k, cache_v, index):
+        """Attention of n new tokens against a KV cache (causal in cache-slot order).
+
+        Args:
+          x: ``[B, n, d]`` new tokens; positions: ``[B, n]`` their (RoPE) positions.
+          cache_k, cache_v: ``[B, M, H, Dh]``; slots ``< index`` hold earlier tokens.
+          index: int32 scalar, the first free slot; the new tokens go to
+            ``index .. index + n - 1`` and token i attends to slots ``<= index + i``.
+
+        Returns:
+          ``(out [B, n, d], cache_k, cache_v)``.
+        """
+        q, k, v = self._qkv(x, positions)
+        cache_k = jax.lax.dynamic_update_slice(cache_k, k.astype(cache_k.dtype),
+                                               (0, index, 0, 0))
+        cache_v = jax.lax.dynamic_update_slice(cache_v, v.astype(cache_v.dtype),
+                                               (0, index, 0, 0))
+        n, M = x.shape[1], cache_k.shape[1]
+        allowed = jnp.arange(M)[None, :] <= index + jnp.arange(n)[:, None]  # [n, M]
+        out, _ = self._attend(q, cache_k, cache_v, allowed[None, None])
+        return out, cache_k, cache_v
 
 
 class MLP(nnx.Module):
@@ -182,7 +225,7 @@ class MLP(nnx.Module):
 
 
 class Block(nnx.Module):
-    """Pre-norm transformer block."""
+    """Pre-norm transformer block (with adaLN modulation when ``cond_mode='adaln'``)."""
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs,
                  position_encoder_factory=None):
@@ -190,15 +233,45 @@ class Block(nnx.Module):
         self.attn = Attention(cfg, rngs=rngs, position_encoder_factory=position_encoder_factory)
         self.norm2 = RMSNorm(cfg.d_model)
         self.mlp = MLP(cfg, rngs=rngs)
+        self.adaln = cfg.cond_dim is not None and cfg.cond_mode == "adaln"
+        if self.adaln:
+            self.mod = nnx.Linear(cfg.cond_dim, 6 * cfg.d_model, kernel_init=nnx.initializers.zeros,
+                                  bias_init=nnx.initializers.zeros, rngs=rngs)
 
-    def __call__(self, x, positions, mask):
-        h, weights = self.attn(self.norm1(x), positions, mask)
-        x = x + h
-        return x + self.mlp(self.norm2(x)), weights
+    def _mods(self, c):
+        if not self.adaln or c is None:
+            return None
+        return jnp.split(self.mod(c)[:, None, :], 6, axis=-1)  # each [B, 1, d]
+
+    def __call__(self, x, positions, mask, c=None):
+        m = self._mods(c)
+        if m is None:
+            h, weights = self.attn(self.norm1(x), positions, mask)
+            x = x + h
+            return x + self.mlp(self.norm2(x)), weights
+        sh1, sc1, g1, sh2, sc2, g2 = m
+        h, weights = self.attn(self.norm1(x) * (1 + sc1) + sh1, positions, mask)
+        x = x + (1 + g1) * h
+        return x + (1 + g2) * self.mlp(self.norm2(x) * (1 + sc2) + sh2), weights
+
+    def decode(self, x, positions, cache_k, cache_v, index, c=None):
+        """One block on n new tokens with the layer's KV cache (see ``Attention.decode``)."""
+        m = self._mods(c)
+        if m is None:
+            h, cache_k, cache_v = self.attn.decode(self.norm1(x), positions, cache_k, cache_v,
+                                                   index)
+            x = x + h
+            return x + self.mlp(self.norm2(x)), cache_k, cache_v
+        sh1, sc1, g1, sh2, sc2, g2 = m
+        h, cache_k, cache_v = self.attn.decode(self.norm1(x) * (1 + sc1) + sh1, positions,
+                                               cache_k, cache_v, index)
+        x = x + (1 + g1) * h
+        return x + (1 + g2) * self.mlp(self.norm2(x) * (1 + sc2) + sh2), cache_k, cache_v
 
 
 class BlockStack(nnx.Module):
-    """``num_layers`` blocks with stacked parameters ``[L, ...]``, applied by ``lax.scan``."""
+    """``num_layers`` blocks with stacked parameters ``[L, ...]``, applied by ``lax.scan``
+    (fully unrolled when ``cfg.unroll_layers``)."""
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs,
                  position_encoder_factory=None):
@@ -209,17 +282,32 @@ class BlockStack(nnx.Module):
 
         self.layers = make(rngs)
         self.num_layers = cfg.num_layers
+        self.unroll = cfg.num_layers if cfg.unroll_layers else 1
 
-    def __call__(self, x, positions, mask, *, return_intermediates: bool = False):
-        """Returns ``(x [B, T, d], (hidden [L, B, T, d], attention [L, B, H, T, T]) | None)``."""
+    def __call__(self, x, positions, mask, *, c=None, return_intermediates: bool = False):
+        """Returns ``(x [B, T, d], (hidden [L, B, T, d], attention [L, B, H, T, T]) | None)``;
+        ``c`` ``[B, cond_dim]`` is the adaLN conditioning (or None)."""
         graphdef, state = nnx.split(self.layers)
 
         def body(h, layer_state):
-            h, weights = nnx.merge(graphdef, layer_state)(h, positions, mask)
+            h, weights = nnx.merge(graphdef, layer_state)(h, positions, mask, c)
             return h, ((h, weights) if return_intermediates else None)
 
-        x, inter = jax.lax.scan(body, x, state)
+        x, inter = jax.lax.scan(body, x, state, unroll=self.unroll)
         return x, inter
+
+    def decode(self, x, positions, cache_k, cache_v, index, *, c=None):
+        """n new tokens through every layer with the per-layer caches ``[L, B, M, H, Dh]``."""
+        graphdef, state = nnx.split(self.layers)
+
+        def body(h, inp):
+            layer_state, ck, cv = inp
+            h, ck, cv = nnx.merge(graphdef, layer_state).decode(h, positions, ck, cv, index, c)
+            return h, (ck, cv)
+
+        x, (cache_k, cache_v) = jax.lax.scan(body, x, (state, cache_k, cache_v),
+                                             unroll=self.unroll)
+        return x, cache_k, cache_v
 
 
 def timestep_embedding(t: jax.Array, dim: int, *, max_period: float = 10_000.0) -> jax.Array:
@@ -231,7 +319,12 @@ def timestep_embedding(t: jax.Array, dim: int, *, max_period: float = 10_000.0) 
 
 
 class Transformer(nnx.Module):
-    """Token embedding -> :class:`BlockStack` -> RMSNorm -> logits."""
+    """Token embedding -> :class:`BlockStack` -> RMSNorm -> logits.
+
+    Besides the full forward (:meth:`__call__`) it decodes incrementally with a KV cache
+    (:meth:`init_cache`, :meth:`decode_step`): n new tokens per call, causal in cache-slot
+    order, each with its own RoPE position (so tokens may arrive in any order).
+    """
 
     def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs,
                  position_encoder_factory: Callable[[nnx.Rngs], nnx.Module] | None = None):
@@ -240,12 +333,42 @@ class Transformer(nnx.Module):
                                embedding_init=nnx.initializers.normal(1.0 / math.sqrt(cfg.d_model)),
                                rngs=rngs)
         if cfg.cond_dim is not None:
-            self.cond_in = _dense(cfg.cond_dim, cfg.d_model, rngs)
-            self.cond_out = _dense(cfg.d_model, cfg.d_model, rngs)
+            if cfg.cond_mode == "add":
+                self.cond_in = _dense(cfg.cond_dim, cfg.d_model, rngs)
+                self.cond_out = _dense(cfg.d_model, cfg.d_model, rngs)
+            else:  # adaln: an MLP of the features gives c [B, cond_dim]
+                self.cond_in = _dense(cfg.cond_dim, cfg.cond_dim, rngs)
+                self.cond_out = _dense(cfg.cond_dim, cfg.cond_dim, rngs)
+                self.final_mod = nnx.Linear(cfg.cond_dim, 2 * cfg.d_model,
+                                            kernel_init=nnx.initializers.zeros,
+                                            bias_init=nnx.initializers.zeros, rngs=rngs)
         self.blocks = BlockStack(cfg, rngs=rngs, position_encoder_factory=position_encoder_factory)
         self.norm = RMSNorm(cfg.d_model)
         if not cfg.tie_embeddings:
             self.unembed = _dense(cfg.d_model, cfg.vocab_size, rngs)
+
+    def _cond(self, cond, batch: int):
+        """``(added [B, 1, d] | None, c [B, cond_dim] | None)`` from ``cond``."""
+        if self.cfg.cond_dim is None:
+            if cond is not None:
+                raise ValueError("cond was passed but TransformerConfig.cond_dim is None")
+            return None, None
+        if cond is None:
+            raise ValueError("this model has cond_dim set: pass cond=[B] or [B, cond_dim]")
+        cond = jnp.broadcast_to(cond, (batch,)) if cond.ndim == 0 else cond
+        feats = timestep_embedding(cond, self.cfg.cond_dim) if cond.ndim == 1 else cond
+        hidden = self.cond_out(jax.nn.silu(self.cond_in(feats)))
+        if self.cfg.cond_mode == "add":
+            return hidden[:, None, :], None
+        return None, jax.nn.silu(hidden)
+
+    def _head(self, x, c):
+        x = self.norm(x)
+        if c is not None:
+            shift, scale = jnp.split(self.final_mod(c)[:, None, :], 2, axis=-1)
+            x = x * (1 + scale) + shift
+        logits = self.embed.attend(x) if self.cfg.tie_embeddings else self.unembed(x)
+        return logits.astype(jnp.float32)
 
     def __call__(self, tokens: jax.Array, *, positions: jax.Array | None = None,
                  cond: jax.Array | None = None, attention_mask: jax.Array | None = None,
@@ -274,21 +397,48 @@ class Transformer(nnx.Module):
                              f"{attention_mask.shape}")
         # Embeddings have std 1/sqrt(d) so tied logits start O(1); the stream starts at rms 1.
         x = self.embed(tokens) * math.sqrt(self.cfg.d_model)
-        if self.cfg.cond_dim is not None:
-            if cond is None:
-                raise ValueError("this model has cond_dim set: pass cond=[B] or [B, cond_dim]")
-            feats = timestep_embedding(cond, self.cfg.cond_dim) if cond.ndim == 1 else cond
-            x = x + self.cond_out(jax.nn.silu(self.cond_in(feats)))[:, None, :]
-        elif cond is not None:
-            raise ValueError("cond was passed but TransformerConfig.cond_dim is None")
-        x, inter = self.blocks(x, positions, attention_mask,
+        added, c = self._cond(cond, B)
+        if added is not None:
+            x = x + added
+        x, inter = self.blocks(x, positions, attention_mask, c=c,
                                return_intermediates=return_intermediates)
-        x = self.norm(x)
-        if self.cfg.tie_embeddings:
-            logits = self.embed.attend(x)
-        else:
-            logits = self.unembed(x)
-        logits = logits.astype(jnp.float32)
+        logits = self._head(x, c)
         if return_intermediates:
             return logits, {"hidden": inter[0], "attention": inter[1]}
         return logits
+
+    def init_cache(self, batch: int, max_len: int, dtype=jnp.float32) -> dict:
+        """An empty KV cache: ``{"k", "v": [L, B, max_len, H, Dh], "index": int32 0}``."""
+        cfg = self.cfg
+        shape = (cfg.num_layers, batch, max_len, cfg.num_heads, cfg.dh)
+        return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype),
+                "index": jnp.zeros((), jnp.int32)}
+
+    def decode_step(self, cache: dict, tokens: jax.Array, positions: jax.Array,
+                    cond: jax.Array | None = None, *, keep: int | None = None):
+        """Logits of n new tokens given the cache; writes them to the cache.
+
+        Args:
+          cache: from :meth:`init_cache` (or a previous call).
+          tokens: int ``[B]`` (one token) or ``[B, n]``; they take cache slots
+            ``index .. index + n - 1`` and token i attends to every slot ``<= index + i``.
+          positions: int ``[B]`` / ``[B, n]``, their RoPE positions.
+          cond: as in :meth:`__call__`.
+          keep: how many of the n new tokens stay in the cache (the index advances by
+            ``keep``, default n): later calls overwrite the rest, e.g. query-only mask slots.
+
+        Returns:
+          ``(logits [B, V] or [B, n, V], cache)``; equal to the full causal forward.
+        """
+        single = tokens.ndim == 1
+        if single:
+            tokens, positions = tokens[:, None], positions[:, None]
+        B, n = tokens.shape
+        x = self.embed(tokens) * math.sqrt(self.cfg.d_model)
+        added, c = self._cond(cond, B)
+        if added is not None:
+            x = x + added
+        x, k, v = self.blocks.decode(x, positions, cache["k"], cache["v"], cache["index"], c=c)
+        logits = self._head(x, c)
+        cache = {"k": k, "v": v, "index": cache["index"] + (n if keep is None else keep)}
+        return (logits[:, 0] if single else logits), cache
