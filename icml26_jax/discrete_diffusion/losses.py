@@ -112,3 +112,61 @@ def esolm_permutation(key: jax.Array, masked):
     permuted sequence; the positions ``perm`` travel with the tokens (RoPE uses them)."""
     u = jax.random.uniform(key, masked.shape)
     return jnp.argsort(masked.astype(jnp.float32) + 0.9 * u, axis=-1).astype(jnp.int32)
+
+
+def loss_fn(family: str, params, graphdef, batch: dict, key: jax.Array, *, train: bool,
+            K: int, t=None, schedule=None):
+    """Mean per-token loss of ``family`` on ``batch["tokens"]`` [B, L] (nats/token).
+
+    * ``ar``: next-token NLL after ``[BOS]`` (causal model, sigma = 0).
+    * ``mdlm`` / ``mdlm_lowvar``: masked diffusion; the low-variance weight is used only
+      when ``train`` and family is ``mdlm_lowvar`` (validation always reports the NELBO).
+    * ``duo``: uniform-state NELBO, sigma_t = -log alpha_t as the conditioning.
+    * ``esolm``: MDLM masking, positions permuted clean-first (:func:`esolm_permutation`),
+      causal attention in permuted order with RoPE at the original indices, every masked slot
+      predicting its own clean token; low-variance weight when training, NELBO otherwise.
+
+    Every family's loss is summed over the same L tokens and divided by B L.
+
+    Args:
+      family: one of ``model.FAMILIES``.
+      params, graphdef: the model (``model.init``).
+      batch: ``{"tokens": int32 [B, L]}`` in 0..K-1.
+      key: noise key (times, noise, permutation).
+      train: training objective (True) or validation NELBO (False).
+      K: vocabulary size.
+      t: optional [B] times (default: antithetic from ``key``).
+      schedule: the noise schedule (default ``noise.LogLinear()``).
+    """
+    from icml26_jax.discrete_diffusion import model as model_lib
+    from icml26_jax.discrete_diffusion import noise as noise_lib
+
+    model_lib.check_family(family)
+    schedule = schedule or noise_lib.LogLinear()
+    x = batch["tokens"]
+    B, L = x.shape
+    k_t, k_n, k_p = jax.random.split(key, 3)
+    if family == "ar":
+        inp = jnp.concatenate([jnp.full((B, 1), K + 1, x.dtype), x[:, :-1]], axis=1)
+        logp = jax.nn.log_softmax(model_lib.logits_fn(graphdef, params, inp))
+        return -jnp.mean(jnp.take_along_axis(logp, x[..., None], -1))
+    if t is None:
+        t = noise_lib.antithetic_times(k_t, B, schedule.eps)
+    alpha, dalpha = schedule.alpha(t), schedule.dalpha(t)
+    if family == "duo":
+        z = uniform_noise(k_n, x, alpha, K)
+        logits = model_lib.logits_fn(graphdef, params, z, cond=schedule.sigma(t))
+        per = duo_loss_per_token(x, z, jax.nn.softmax(logits), alpha, dalpha)
+        return jnp.sum(per) / (B * L)
+    z = mask_noise(k_n, x, alpha, K)
+    masked = z == K
+    positions = None
+    if family == "esolm":
+        perm = esolm_permutation(k_p, masked)
+        z, x, masked = (jnp.take_along_axis(a, perm, 1) for a in (z, x, masked))
+        positions = perm
+    logp = jax.nn.log_softmax(model_lib.logits_fn(graphdef, params, z, positions=positions))
+    logp_x = jnp.take_along_axis(logp, x[..., None], -1)[..., 0]
+    low_var = train and family in ("mdlm_lowvar", "esolm")
+    per = mdlm_loss_per_token(logp_x, masked, t, low_var, schedule.eps)
+    return jnp.sum(per) / (B * L)
