@@ -2,10 +2,12 @@
 NELBO and low-variance objectives), uniform-state (Duo) and interpolating (Eso-LM) discrete
 diffusion next to AR, compared at matched FLOPs on a synthetic HMM language.
 
-``noise`` holds the log-linear schedule and antithetic times; ``losses`` the forward noising
-and the per-token losses of every family, the Duo posterior and the Eso-LM permutation.
+``noise`` holds the log-linear schedule and antithetic times; ``losses`` the forward noising,
+the per-token losses of every family, the Duo posterior, the Eso-LM permutation and
+``loss_fn``; ``model`` the backbone sizes and token layout; ``flops`` the FLOP count on the
+unrolled forward; ``samplers`` the samplers of every family.
 """
 
-from icml26_jax.discrete_diffusion import losses, noise
+from icml26_jax.discrete_diffusion import flops, losses, model, noise, samplers
 
-__all__ = ["losses", "noise"]
+__all__ = ["flops", "losses", "model", "noise", "samplers"]
