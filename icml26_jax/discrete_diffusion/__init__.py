@@ -8,6 +8,6 @@ the per-token losses of every family, the Duo posterior, the Eso-LM permutation 
 unrolled forward; ``samplers`` the samplers of every family.
 """
 
-from icml26_jax.discrete_diffusion import flops, losses, model, noise, samplers
+from icml26_jax.discrete_diffusion import flops, losses, metrics, model, noise, samplers, scaling
 
-__all__ = ["flops", "losses", "model", "noise", "samplers"]
+__all__ = ["flops", "losses", "metrics", "model", "noise", "samplers", "scaling"]
