@@ -31,10 +31,8 @@ def main(argv):
 
     config = CONFIG.value
     config.seed = COMMON.seed.value
-    for name in ("arms", "tasks", "eval_lens"):  # --config.arms=rope,adarope
-        if isinstance(config[name], str):
-            items = [x.strip() for x in config[name].split(",") if x.strip()]
-            config[name] = tuple(int(x) for x in items) if name == "eval_lens" else tuple(items)
+    for name, cast in (("arms", str), ("tasks", str), ("eval_lens", int)):  # --config.arms=a,b
+        config[name] = common.as_tuple(config[name], cast)
     train.validate_config(config)
     logging.info("devices: %s", jax.devices())
     train.run(config, COMMON.workdir.value)

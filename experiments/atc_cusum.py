@@ -35,8 +35,7 @@ def main(argv):
 
     config = CONFIG.value
     config.seed = COMMON.seed.value
-    if isinstance(config.suites, str):  # --config.suites=synthetic,real
-        config.suites = tuple(s.strip() for s in config.suites.split(",") if s.strip())
+    config.suites = common.as_tuple(config.suites)  # --config.suites=synthetic,real
     if CSV_GLOB.value:
         config.csv_glob = CSV_GLOB.value
         if "csv" not in config.suites:

@@ -32,8 +32,7 @@ def main(argv):
     config = CONFIG.value
     config.seed = COMMON.seed.value
     for name, cast in (("lrs", float), ("eval_seeds", int)):  # --config.lrs=1e-3,2e-3
-        if isinstance(config[name], str):
-            config[name] = tuple(cast(x) for x in config[name].split(",") if x.strip())
+        config[name] = common.as_tuple(config[name], cast)
     train.validate_config(config)
     logging.info("devices: %s", jax.devices())
     train.run(config, COMMON.workdir.value)

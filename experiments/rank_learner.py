@@ -23,13 +23,6 @@ CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config 
                                          "after ':', one of default, smoke).")
 
 
-def _tuple(v, cast):
-    """``--config.deltas=0,1`` arrives as a string; tuples stay tuples."""
-    if isinstance(v, str):
-        return tuple(cast(s.strip()) for s in v.split(",") if s.strip())
-    return tuple(cast(s) for s in v if str(s).strip())
-
-
 def main(argv):
     common.setup(argv, COMMON)
     import jax
@@ -38,10 +31,10 @@ def main(argv):
 
     config = CONFIG.value
     config.seed = COMMON.seed.value
-    config.semisynthetic = _tuple(config.semisynthetic, str)
-    config.perturb = _tuple(config.perturb, str)
-    config.deltas = _tuple(config.deltas, float)
-    config.both_deltas = _tuple(config.both_deltas, float)
+    config.semisynthetic = common.as_tuple(config.semisynthetic, str)
+    config.perturb = common.as_tuple(config.perturb, str)
+    config.deltas = common.as_tuple(config.deltas, float)
+    config.both_deltas = common.as_tuple(config.both_deltas, float)
     train.validate_config(config)
     logging.info("devices: %s", jax.devices())
     train.run(config, COMMON.workdir.value)

@@ -66,6 +66,19 @@ def setup(argv, common: CommonFlags) -> None:
                  jax.device_count(), jax.default_backend())
 
 
+def as_tuple(value, cast=str) -> tuple:
+    """A config list field as a tuple of ``cast`` values.
+
+    ``--config.parts=a,b`` reaches an ml_collections tuple field as the string ``"a,b"`` or
+    as the 1-tuple ``("a,b",)``; either, a proper tuple, or a mix becomes ``(cast("a"),
+    cast("b"))``. Empty items are dropped.
+    """
+    items = [value] if isinstance(value, str) else list(value)
+    items = [x for s in items for x in (s.split(",") if isinstance(s, str) else [s])]
+    return tuple(cast(x.strip() if isinstance(x, str) else x) for x in items
+                 if str(x).strip())
+
+
 def _fail(message: str):
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)

@@ -238,35 +238,28 @@ class Block(nnx.Module):
             self.mod = nnx.Linear(cfg.cond_dim, 6 * cfg.d_model, kernel_init=nnx.initializers.zeros,
                                   bias_init=nnx.initializers.zeros, rngs=rngs)
 
-    def _mods(self, c):
+    def _apply(self, x, c, attend):
+        """The block around ``attend(normed x) -> (h, extra)``; returns ``(x, extra)``."""
         if not self.adaln or c is None:
-            return None
-        return jnp.split(self.mod(c)[:, None, :], 6, axis=-1)  # each [B, 1, d]
+            h, extra = attend(self.norm1(x))
+            x = x + h
+            return x + self.mlp(self.norm2(x)), extra
+        sh1, sc1, g1, sh2, sc2, g2 = jnp.split(self.mod(c)[:, None, :], 6, axis=-1)  # [B, 1, d]
+        h, extra = attend(self.norm1(x) * (1 + sc1) + sh1)
+        x = x + (1 + g1) * h
+        return x + (1 + g2) * self.mlp(self.norm2(x) * (1 + sc2) + sh2), extra
 
     def __call__(self, x, positions, mask, c=None):
-        m = self._mods(c)
-        if m is None:
-            h, weights = self.attn(self.norm1(x), positions, mask)
-            x = x + h
-            return x + self.mlp(self.norm2(x)), weights
-        sh1, sc1, g1, sh2, sc2, g2 = m
-        h, weights = self.attn(self.norm1(x) * (1 + sc1) + sh1, positions, mask)
-        x = x + (1 + g1) * h
-        return x + (1 + g2) * self.mlp(self.norm2(x) * (1 + sc2) + sh2), weights
+        return self._apply(x, c, lambda h: self.attn(h, positions, mask))
 
     def decode(self, x, positions, cache_k, cache_v, index, c=None):
         """One block on n new tokens with the layer's KV cache (see ``Attention.decode``)."""
-        m = self._mods(c)
-        if m is None:
-            h, cache_k, cache_v = self.attn.decode(self.norm1(x), positions, cache_k, cache_v,
-                                                   index)
-            x = x + h
-            return x + self.mlp(self.norm2(x)), cache_k, cache_v
-        sh1, sc1, g1, sh2, sc2, g2 = m
-        h, cache_k, cache_v = self.attn.decode(self.norm1(x) * (1 + sc1) + sh1, positions,
-                                               cache_k, cache_v, index)
-        x = x + (1 + g1) * h
-        return x + (1 + g2) * self.mlp(self.norm2(x) * (1 + sc2) + sh2), cache_k, cache_v
+        def attend(h):
+            out, ck, cv = self.attn.decode(h, positions, cache_k, cache_v, index)
+            return out, (ck, cv)
+
+        x, (cache_k, cache_v) = self._apply(x, c, attend)
+        return x, cache_k, cache_v
 
 
 class BlockStack(nnx.Module):

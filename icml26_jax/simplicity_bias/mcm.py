@@ -133,27 +133,14 @@ def sample_latents(key: jax.Array, n: int, cfg: MCMConfig):
     nu = sign(lam) sign(|lam| - t), t = sqrt(2 ln 2) (`nonlinear`).
     """
     cfg.validate()
-    k_lam, k_nu = jax.random.split(key)
-    lam = jax.random.normal(k_lam, (n,))
-    if cfg.latent_corr == "sign":
-        g = jax.random.normal(k_nu, (n,))
-        nu = jnp.where(lam + cfg.tau * g >= 0, 1.0, -1.0)
-    elif cfg.latent_corr == "nonlinear":
-        nu = jnp.where((lam > 0) == (jnp.abs(lam) > T_NONLINEAR), 1.0, -1.0)
-    elif cfg.nu == "rademacher":
-        nu = jax.random.rademacher(k_nu, (n,), dtype=lam.dtype)
-    else:
-        rho = cfg.rho
-        on = jax.random.bernoulli(k_nu, rho, (n,))
-        nu = (jnp.where(on, 1.0, 0.0) - rho) / math.sqrt(rho - rho * rho)
-    return lam, nu.astype(lam.dtype)
+    return sample_latents_indexed(key, n, cfg, LATENT_CORRS.index(cfg.latent_corr))
 
 
 def sample_latents_indexed(key: jax.Array, n: int, cfg: MCMConfig, corr):
-    """:func:`sample_latents` with the correlation chosen by a traced index ``corr`` into
-    :data:`LATENT_CORRS` (``cfg.latent_corr`` is ignored), so replicas with different
-    correlations share one program. Draws the same lam as :func:`sample_latents`; nu is
-    selected from all three constructions (Rademacher / Tsodyks for 'independent')."""
+    """:func:`sample_latents` with the correlation chosen by a (possibly traced) index
+    ``corr`` into :data:`LATENT_CORRS` (``cfg.latent_corr`` is ignored), so replicas with
+    different correlations share one program; nu is selected from all three constructions
+    (Rademacher / Tsodyks for 'independent')."""
     k_lam, k_nu = jax.random.split(key)
     k_ind, k_g = jax.random.split(k_nu)
     lam = jax.random.normal(k_lam, (n,))
@@ -166,7 +153,9 @@ def sample_latents_indexed(key: jax.Array, n: int, cfg: MCMConfig, corr):
     g = jax.random.normal(k_g, (n,))
     sign = jnp.where(lam + cfg.tau * g >= 0, 1.0, -1.0)
     nonlin = jnp.where((lam > 0) == (jnp.abs(lam) > T_NONLINEAR), 1.0, -1.0)
-    nu = jnp.select([corr == 1, corr == 2], [sign, nonlin], ind)
+    corr = jnp.asarray(corr)
+    nu = jnp.select([corr == LATENT_CORRS.index("sign"), corr == LATENT_CORRS.index("nonlinear")],
+                    [sign, nonlin], ind)
     return lam, nu.astype(lam.dtype)
 
 

@@ -11,7 +11,8 @@ import numpy as np
 from icml26_jax.core import plotting, results
 
 
-def _dims(runs: dict) -> list[int]:
+def dims_of(runs: dict) -> list[int]:
+    """The dimensions of a part's ``{"d<d>": run}`` dict, ascending."""
     return sorted(int(k[1:]) for k in runs)
 
 
@@ -81,7 +82,7 @@ def figures(out: dict, met: dict, c, workdir: str) -> list[str]:
     if "pairwise" in out:
         runs = out["pairwise"]
         fig, ax = plotting.figure(size=(5, 3.6))
-        for d in _dims(runs):
+        for d in dims_of(runs):
             r = runs[f"d{d}"]
             ax.plot(r["ns"] / d, _med(r["m_u"]), label=f"d = {d}")
         ax.axhline(float(c.thr), color="k", lw=0.8, ls=":")
@@ -92,7 +93,7 @@ def figures(out: dict, met: dict, c, workdir: str) -> list[str]:
     if "cumulant" in out:
         runs = out["cumulant"]
         fig, ax = plotting.figure(size=(5, 3.6))
-        for d in _dims(runs):
+        for d in dims_of(runs):
             r = runs[f"d{d}"]
             ax.plot(r["ns"] / d ** 3, _med(r["m_v"]), label=f"d = {d}")
         ax.axhline(float(c.thr), color="k", lw=0.8, ls=":")
@@ -123,7 +124,7 @@ def figures(out: dict, met: dict, c, workdir: str) -> list[str]:
         lats = [k for k in ("independent", "nonlinear", "sign") if k in cor]
         fig, axes = plotting.figure(1, len(lats), size=(4, 3.4), sharey=True)
         for ax, lat in zip(np.atleast_1d(axes), lats):
-            for d in _dims(cor[lat]):
+            for d in dims_of(cor[lat]):
                 r = cor[lat][f"d{d}"]
                 ax.plot(r["ns"] / d, _med(r["m_v"]), label=f"d = {d}")
             if lat == "sign":

@@ -21,6 +21,7 @@ import numpy as np
 from absl import logging
 
 from icml26_jax.core import checkpoint, results
+from icml26_jax.core.flags import as_tuple
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.simplicity_bias import configs, images, mcm, online, report, theory
 
@@ -31,32 +32,23 @@ SMOKE_CLAIMS = ("pairwise_linear_slope", "hoc_invisible_at_linear_budget",
                 "digits_gaussian_phase", "digits_specialisation")
 
 
-def _tuple(v, cast):
-    """A tuple from ``v``: a tuple, or comma-separated strings anywhere in it (the command
-    line gives ``--config.parts=a,b`` as the 1-tuple ``('a,b',)``)."""
-    items = [v] if isinstance(v, str) else list(v)
-    items = [x for s in items for x in (s.split(",") if isinstance(s, str) else [s])]
-    return tuple(cast(x.strip() if isinstance(x, str) else x) for x in items
-                 if str(x).strip())
-
-
 def normalise_config(c) -> None:
     """Tuple fields given on the command line as ``a,b,c`` strings become tuples (in place):
     ``parts``, every ``<part>.dims``, ``correlated.latents``, ``images.b_levels`` and
     ``images.claim_b``."""
-    c.parts = _tuple(c.parts, str)
+    c.parts = as_tuple(c.parts, str)
     for part in ("pairwise", "cumulant", "linear_budget", "correlated"):
-        c[part].dims = _tuple(c[part].dims, int)
-    c.correlated.latents = _tuple(c.correlated.latents, str)
-    c.images.b_levels = _tuple(c.images.b_levels, float)
-    c.images.claim_b = _tuple(c.images.claim_b, float)
+        c[part].dims = as_tuple(c[part].dims, int)
+    c.correlated.latents = as_tuple(c.correlated.latents, str)
+    c.images.b_levels = as_tuple(c.images.b_levels, float)
+    c.images.claim_b = as_tuple(c.images.claim_b, float)
 
 
 def validate_config(c) -> None:
     """Raises ``ValueError`` naming the first bad field of config ``c``."""
     if c.variant not in configs.VARIANTS:
         raise ValueError(f"variant must be one of {configs.VARIANTS}, got {c.variant!r}")
-    parts = _tuple(c.parts, str)
+    parts = as_tuple(c.parts, str)
     bad = [p for p in parts if p not in configs.PARTS]
     if bad or not parts:
         raise ValueError(f"parts must be a non-empty subset of {', '.join(configs.PARTS)}, "
@@ -73,11 +65,11 @@ def validate_config(c) -> None:
     if not 0.0 < float(c.thr) < 1.0:
         raise ValueError(f"thr must be in (0, 1), got thr={c.thr}")
     for part in ("pairwise", "cumulant", "linear_budget", "correlated"):
-        dims = _tuple(c[part].dims, int)
+        dims = as_tuple(c[part].dims, int)
         if len(dims) < 2 or min(dims) < 2:
             raise ValueError(f"{part}.dims needs >= 2 dimensions, each >= 2 (a scaling law "
                              f"needs several d), got {c[part].dims!r}")
-    for lat in _tuple(c.correlated.latents, str):
+    for lat in as_tuple(c.correlated.latents, str):
         if lat not in mcm.LATENT_CORRS:
             raise ValueError(f"correlated.latents entries must be in {mcm.LATENT_CORRS}, "
                              f"got {lat!r}")
@@ -93,7 +85,7 @@ def image_config(c) -> images.CloneConfig:
     """The :class:`images.CloneConfig` of config ``c``."""
     i = c.images
     return images.CloneConfig(int(i.epochs), int(i.batch), float(i.lr), int(i.hidden),
-                              _tuple(i.b_levels, float), int(i.n_checkpoints))
+                              as_tuple(i.b_levels, float), int(i.n_checkpoints))
 
 
 # --------------------------------------------------------------------------- online parts
@@ -154,7 +146,7 @@ def part_pairwise(c, workdir) -> dict:
     """Link both, delta = eta / d, n = 20 d: the covariance spike u escapes at n ~ d log d."""
     p = c.pairwise
     arms = [Arm(f"d{d}", _key(c, "pairwise", d), _mcm(c, d), p.eta, p.q, p.n_over_d * d)
-            for d in _tuple(p.dims, int)]
+            for d in as_tuple(p.dims, int)]
     return _cached_part(c, workdir, "pairwise", lambda: _group(c, arms, p.records, "both"))
 
 
@@ -163,7 +155,7 @@ def part_cumulant(c, workdir) -> dict:
     at n ~ d^3. A d stops one d^3 after its median |m_v| crossed thr; host checks every
     ``segment_d3`` d_max^3 steps."""
     p = c.cumulant
-    dims = _tuple(p.dims, int)
+    dims = as_tuple(p.dims, int)
     cfg = lambda d: mcm.MCMConfig(d, float(p.beta_u), float(p.beta_v))  # noqa: E731
     arms = [Arm(f"d{d}", _key(c, "cumulant", d), cfg(d), p.eta, p.q, int(p.n_over_d3 * d ** 3))
             for d in dims]
@@ -181,7 +173,7 @@ def part_linear_budget(c, workdir) -> dict:
     """Independent latents, link both, delta = 1/d, n = 100 d: u is learned, v is not."""
     p = c.linear_budget
     arms = [Arm(f"d{d}", _key(c, "linear_budget", d), _mcm(c, d), p.eta, p.q, p.n_over_d * d)
-            for d in _tuple(p.dims, int)]
+            for d in as_tuple(p.dims, int)]
     return _cached_part(c, workdir, "linear_budget",
                         lambda: _group(c, arms, p.records, "both"))
 
@@ -193,10 +185,10 @@ def part_correlated(c, workdir) -> dict:
     p = c.correlated
     tau = float(p.sign_tau)
     arms = []
-    for d in _tuple(p.dims, int):
+    for d in as_tuple(p.dims, int):
         k = _key(c, "correlated", d)
         arms += [Arm(f"{lat}/d{d}", k, _mcm(c, d, latent_corr=lat, tau=tau), p.eta, p.q,
-                     p.n_over_d * d) for lat in _tuple(p.latents, str) if lat != "sign"]
+                     p.n_over_d * d) for lat in as_tuple(p.latents, str) if lat != "sign"]
         arms.append(Arm(f"sign/d{d}", k, _mcm(c, d, latent_corr="sign", tau=tau), p.sign_eta,
                         p.q, p.sign_n_over_d * d))
 
@@ -291,15 +283,11 @@ def _slope(x, y) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
-def _dims(runs: dict) -> list[int]:
-    return sorted(int(k[1:]) for k in runs)
-
-
 def collapse_spread(runs: dict, points: int = 50) -> float:
     """Max over a common n/d grid of (max - min over d) of the median |m_u| curves,
     interpolated in log n/d; the grid spans the n/d range every d recorded."""
     curves = []
-    for d in _dims(runs):
+    for d in report.dims_of(runs):
         r = runs[f"d{d}"]
         curves.append((np.log(r["ns"] / d), np.median(np.abs(r["m_u"]), axis=0)))
     lo = max(c[0][0] for c in curves)
@@ -315,14 +303,14 @@ def summarise(out: dict, c) -> dict:
     met = {}
     if "pairwise" in out:
         runs = out["pairwise"]
-        dims = _dims(runs)
+        dims = report.dims_of(runs)
         ns = [online.escape_time(runs[f"d{d}"]["ns"], runs[f"d{d}"]["m_u"], thr) for d in dims]
         met["pairwise"] = {"dims": dims, "n_star_u": ns,
                            "n_star_u_over_d": [n / d for n, d in zip(ns, dims)],
                            "slope": _slope(dims, ns), "collapse_spread": collapse_spread(runs)}
     if "cumulant" in out:
         runs = out["cumulant"]
-        dims = _dims(runs)
+        dims = report.dims_of(runs)
         ns = [online.escape_time(runs[f"d{d}"]["ns"], runs[f"d{d}"]["m_v"], thr) for d in dims]
         r2 = [n / d ** 2 for n, d in zip(ns, dims)]
         met["cumulant"] = {"dims": dims, "n_star_v": ns,
@@ -333,7 +321,7 @@ def summarise(out: dict, c) -> dict:
                                                  for d in dims]}
     if "linear_budget" in out:
         runs = out["linear_budget"]
-        dims = _dims(runs)
+        dims = report.dims_of(runs)
         mu = [final_overlap(runs[f"d{d}"]["m_u"]) for d in dims]
         mv = [final_overlap(runs[f"d{d}"]["m_v"]) for d in dims]
         met["linear_budget"] = {"dims": dims, "m_u": mu, "m_v": mv,
@@ -344,7 +332,7 @@ def summarise(out: dict, c) -> dict:
     if "correlated" in out:
         cor = {}
         for lat, runs in out["correlated"].items():
-            dims = _dims(runs)
+            dims = report.dims_of(runs)
             cor[lat] = {"dims": dims,
                         "m_v": [final_overlap(runs[f"d{d}"]["m_v"]) for d in dims],
                         "m_u": [final_overlap(runs[f"d{d}"]["m_u"]) for d in dims]}
@@ -419,7 +407,7 @@ def claims(met: dict, c) -> list[results.Claim]:
                                   abs(k["independent_control"] - 4.0), 0.2))
     if "images" in met:
         im = met["images"]
-        idx = _b_index(met, _tuple(c.images.claim_b, float))
+        idx = _b_index(met, as_tuple(c.images.claim_b, float))
         cl.append(results.at_most("digits_gaussian_phase",
                                   max(im["gaussian_phase_gap"][j] for j in idx), 0.03))
         cl.append(results.at_least("digits_specialisation",
@@ -447,7 +435,7 @@ def run(config, workdir: str) -> dict:
     c = config
     validate_config(c)
     t_start = time.time()
-    parts = _tuple(c.parts, str)
+    parts = as_tuple(c.parts, str)
     os.makedirs(workdir, exist_ok=True)
     logging.info("simplicity_bias %s: parts %s, %d replicas on %d device(s)", c.variant,
                  ", ".join(parts), c.replicas, jax.device_count())
