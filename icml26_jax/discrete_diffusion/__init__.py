@@ -5,9 +5,13 @@ diffusion next to AR, compared at matched FLOPs on a synthetic HMM language.
 ``noise`` holds the log-linear schedule and antithetic times; ``losses`` the forward noising,
 the per-token losses of every family, the Duo posterior, the Eso-LM permutation and
 ``loss_fn``; ``model`` the backbone sizes and token layout; ``flops`` the FLOP count on the
-unrolled forward; ``samplers`` the samplers of every family.
+unrolled forward; ``samplers`` the samplers of every family; ``data`` the HMM language, its
+floor and the real-data path; ``metrics`` the oracle Gen-PPL and entropy guards; ``scaling``
+the IsoFLOP fits; ``train`` the study (``train.run``); ``report`` its tables and figures.
 """
 
-from icml26_jax.discrete_diffusion import flops, losses, metrics, model, noise, samplers, scaling
+from icml26_jax.discrete_diffusion import (baselines, data, flops, losses, metrics, model, noise,
+                                           samplers, scaling)
 
-__all__ = ["flops", "losses", "metrics", "model", "noise", "samplers", "scaling"]
+__all__ = ["baselines", "data", "flops", "losses", "metrics", "model", "noise", "samplers",
+           "scaling"]

@@ -45,13 +45,14 @@ def mdlm_loss_per_token(logp_x, masked, t, low_var: bool, eps: float = 1e-3):
       masked: [B, L] bool, where z_t is the mask (only those tokens carry loss).
       t: [B] diffusion times.
       low_var: weight 1 (the low-variance cross-entropy) instead of the NELBO weight
-        -alpha'_t / (1 - alpha_t) = 1/t (log-linear schedule).
+        -alpha'_t / (1 - alpha_t) = 1/t (log-linear schedule); a Python bool or a traced
+        boolean scalar (a vmapped pair of objectives shares one program).
       eps: schedule epsilon (alpha_t = 1 - (1 - eps) t).
 
     Returns:
       ``weight * (-logp_x)`` on masked tokens, 0 elsewhere.
     """
-    w = jnp.ones_like(t) if low_var else (1.0 - eps) / ((1.0 - eps) * t)
+    w = jnp.where(low_var, jnp.ones_like(t), (1.0 - eps) / ((1.0 - eps) * t))
     return jnp.where(masked, -w[:, None] * logp_x, 0.0)
 
 
@@ -115,7 +116,7 @@ def esolm_permutation(key: jax.Array, masked):
 
 
 def loss_fn(family: str, params, graphdef, batch: dict, key: jax.Array, *, train: bool,
-            K: int, t=None, schedule=None):
+            K: int, t=None, schedule=None, low_var=None):
     """Mean per-token loss of ``family`` on ``batch["tokens"]`` [B, L] (nats/token).
 
     * ``ar``: next-token NLL after ``[BOS]`` (causal model, sigma = 0).
@@ -137,6 +138,10 @@ def loss_fn(family: str, params, graphdef, batch: dict, key: jax.Array, *, train
       K: vocabulary size.
       t: optional [B] times (default: antithetic from ``key``).
       schedule: the noise schedule (default ``noise.LogLinear()``).
+      low_var: training weight of ``mdlm`` / ``mdlm_lowvar`` / ``esolm`` when ``train``
+        (default: low-var for ``mdlm_lowvar`` and ``esolm``); may be a traced bool, so the
+        NELBO-trained and low-var-trained MDLM run as one vmapped program. Ignored when
+        ``train`` is False (validation is always the NELBO).
     """
     from icml26_jax.discrete_diffusion import model as model_lib
     from icml26_jax.discrete_diffusion import noise as noise_lib
@@ -167,6 +172,8 @@ def loss_fn(family: str, params, graphdef, batch: dict, key: jax.Array, *, train
         positions = perm
     logp = jax.nn.log_softmax(model_lib.logits_fn(graphdef, params, z, positions=positions))
     logp_x = jnp.take_along_axis(logp, x[..., None], -1)[..., 0]
-    low_var = train and family in ("mdlm_lowvar", "esolm")
+    if low_var is None:
+        low_var = family in ("mdlm_lowvar", "esolm")
+    low_var = jnp.logical_and(train, low_var)
     per = mdlm_loss_per_token(logp_x, masked, t, low_var, schedule.eps)
     return jnp.sum(per) / (B * L)
