@@ -1,0 +1,101 @@
+"""The scorer protocol every calibration, debiasing and metric function consumes (spec §Data,
+Real-data path): a model that, for a tokenized batch of episodes, returns the candidate
+log-probabilities and the per-layer attention scores of the images, from ONE forward pass.
+
+``FlaxRetrievalScorer`` wraps the substitute ``model.RetrievalLM``; a user with a real
+multimodal checkpoint implements the same two members (e.g. with PyTorch hooks on the
+``self_attn`` modules of the candidate layers) and runs the same calibration.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import PartitionSpec as P
+
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.lad import agd
+from icml26_jax.lad import data as data_lib
+from icml26_jax.lad import model as model_lib
+
+
+class RetrievalScorer(Protocol):
+    """What LAD needs from a model."""
+
+    num_layers: int
+
+    def score(self, batch: data_lib.Batch, layers) -> tuple[np.ndarray, np.ndarray]:
+        """``(logp [B, N], layer_scores [B, len(layers), N])`` from one forward pass."""
+
+
+class FlaxRetrievalScorer:
+    """:class:`RetrievalScorer` of a split :class:`model.RetrievalLM`, jitted once per
+    (N, layers), counting forward passes (``n_forward``: one per instance).
+
+    Args:
+      graphdef, params: ``nnx.split(model, nnx.Param)``.
+      mesh: optional 1-D mesh; the batch is sharded over its axis (``DATA``) and padded to
+        a multiple of its size (sharded == unsharded, tested).
+      chunk: instances per call (bounds memory).
+    """
+
+    def __init__(self, graphdef, params, *, mesh=None, chunk: int = 2048):
+        self.graphdef, self.params = graphdef, params
+        self.num_layers = int(nnx.merge(graphdef, params).num_layers)
+        self.mesh = mesh
+        if mesh is not None:
+            self._replicated = jax.tree.map(lambda x: mesh_lib.replicate(np.asarray(x), mesh),
+                                            params)
+        self.chunk = int(chunk)
+        self.n_forward = 0  # forward passes (instances scored) so far
+        self._fns = {}
+
+    def _fn(self, spans, layers):
+        key = (tuple(map(tuple, np.asarray(spans).tolist())), tuple(layers))
+        if key not in self._fns:
+            index_ids = jnp.asarray(data_lib.index_token_ids(len(spans)))
+            sp, ly = jnp.asarray(spans), jnp.asarray(layers)
+
+            def f(params, tokens, patches, is_patch, last_idx):
+                logits, attn = model_lib.logits_and_attention(
+                    self.graphdef, params, data_lib.Batch(tokens, patches, is_patch, last_idx,
+                                                          None))
+                return agd.candidate_logprobs(logits, index_ids), agd.layer_scores(attn, sp, ly)
+
+            if self.mesh is not None:  # a local map per device over the batch axis
+                ax = self.mesh.axis_names[0]
+                f = jax.shard_map(f, mesh=self.mesh, in_specs=(P(),) + (P(ax),) * 4,
+                                  out_specs=P(ax), check_vma=False)
+            self._fns[key] = jax.jit(f)
+        return self._fns[key]
+
+    def score(self, batch: data_lib.Batch, layers):
+        """``(logp [B, N], layer_scores [B, Lc, N])`` as host arrays."""
+        layers = tuple(int(x) for x in layers)
+        bad = [x for x in layers if not 0 <= x < self.num_layers]
+        if bad or not layers:
+            raise ValueError(f"layers must be a non-empty subset of 0..{self.num_layers - 1}, "
+                             f"got {layers}")
+        fn = self._fn(batch.spans, layers)
+        B = len(batch.last_idx)
+        outs = []
+        for s in range(0, B, self.chunk):
+            part = [np.asarray(x[s:s + self.chunk]) for x in
+                    (batch.tokens, batch.patches, batch.is_patch, batch.last_idx)]
+            n = len(part[0])
+            if self.mesh is not None:
+                pad = (-n) % self.mesh.size
+                part = [np.concatenate([x, np.repeat(x[-1:], pad, 0)]) for x in part]
+                part = [mesh_lib.shard_leading(x, self.mesh, self.mesh.axis_names[0])
+                        for x in part]
+                with jax.set_mesh(self.mesh):
+                    lp, sc = fn(self._replicated, *part)
+            else:
+                lp, sc = fn(self.params, *part)
+            outs.append((np.asarray(jax.device_get(lp))[:n], np.asarray(jax.device_get(sc))[:n]))
+        self.n_forward += B
+        return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
