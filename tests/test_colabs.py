@@ -199,11 +199,24 @@ def _check_discrete_diffusion(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb)
 
 
+def _check_lad(text: str, nb, workdir: pathlib.Path) -> None:
+    assert "split sizes (train, cal, test): [1200  100  497]" in text
+    # Cyclic variants: the ground truth visits every position once.
+    m = re.search(r"ground truth of the 4 cyclic variants of episode 0: \[(.*)\]", text)
+    assert m and sorted(int(x) for x in m.group(1).split()) == [0, 1, 2, 3]
+    # Calibration costs N |D_cal| passes, the test one pass per instance.
+    assert "calibration: 20 forward passes" in text
+    assert "test forward passes: 2 for 2 episodes" in text
+    res = results.load_results(workdir)
+    assert res["paper"] == "lad" and len(res["claims"]) == 14
+    assert _has_png(nb)
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
                   "simplicity_bias": _check_simplicity_bias,
-                  "discrete_diffusion": _check_discrete_diffusion}
+                  "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad}
 
 
 @pytest.mark.notebook

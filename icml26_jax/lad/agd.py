@@ -28,12 +28,15 @@ MIXES = ("log", "prob")
 class CalStats(NamedTuple):
     """Calibration statistics: l_obs [N, N] mean candidate log-scores and p_obs [N, N] mean
     probabilities of the variants with ground truth at row i (Eq. 1); a_prior [Lc, N] the
-    static attention prior (Eq. 7); n_forward the forward passes spent."""
+    static attention prior (Eq. 7); n_forward the forward passes spent; cyclic_logp
+    [S, N, N] the candidate log-probabilities of every sample's N cyclic variants (what PriDe
+    calibrates on: the same passes)."""
 
     l_obs: np.ndarray
     p_obs: np.ndarray
     a_prior: np.ndarray
     n_forward: int
+    cyclic_logp: np.ndarray
 
 
 def candidate_logprobs(logits_last, index_ids):
@@ -79,7 +82,8 @@ def calibrate(scorer, cal_episodes, layers) -> CalStats:
     logp, scores = np.asarray(logp, np.float64), np.asarray(scores, np.float64)
     l_obs = np.stack([logp[var.gt == i].mean(0) for i in range(N)])
     p_obs = np.stack([np.exp(logp[var.gt == i]).mean(0) for i in range(N)])
-    return CalStats(l_obs, p_obs, np.maximum(scores, 0.0).mean(0), len(var.gt))
+    return CalStats(l_obs, p_obs, np.maximum(scores, 0.0).mean(0), len(var.gt),
+                    logp.reshape(n_cal, N, N))
 
 
 def bias_matrix(l_obs):

@@ -73,9 +73,7 @@ def test_oracle_lad_recovers_the_answer_and_static_priors_cannot():
     gt = test.gt
     acc = lambda s: 100 * np.mean(np.argmax(np.asarray(s), 1) == gt)  # noqa: E731
     lad = acc(agd.lad_scores(logp, scores, bias, cal.a_prior))
-    var = data.cyclic_variants(_setting(pool, 5, 1, "cal"))
-    cyc = scorer.score(data.tokenize(var), layers)[0].reshape(5, 4, 4)
-    pride = acc(baselines.pride_scores(logp, baselines.pride_log_prior(cyc)))
+    pride = acc(baselines.pride_scores(logp, baselines.pride_log_prior(cal.cyclic_logp)))
     vanilla = acc(logp)
     assert lad >= 99.0 and pride <= 70.0 and lad - vanilla >= 20.0, (lad, pride, vanilla)
     # The paper form (Eqs. 1-5, 13-14) also recovers it (mixing in probability space is
