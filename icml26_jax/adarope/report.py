@@ -25,11 +25,6 @@ def _mean(x) -> float:
     return float(np.mean(x))
 
 
-def _claim(name, measured, threshold, holds) -> results.Claim:
-    measured = float(measured)
-    return results.Claim(name, measured, threshold, bool(holds and np.isfinite(measured)))
-
-
 def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
     """``(metrics, claims)`` of a run from stage A (pretraining), B (extension) and the T3
     language-model stage."""
@@ -62,7 +57,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
                    for x in arms)
         chance = 1.0 / c.mqar.num_values
         above = min(at_l0.values()) > chance
-        claims.append(_claim("task_learned_at_train_length", fall,
+        claims.append(results.check("task_learned_at_train_length", fall,
                              f">= 0.3 (smoke: relative fall of the training loss, every arm; "
                              f"and acc at L0 > chance {chance:.3f})", fall >= 0.3 and above))
     elif "rope" in arms and "adarope" in arms:
@@ -73,7 +68,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
         m["comparison_valid"] = bool(valid)
         m["accuracy_at_train_len_min_over_arms_per_seed"] = np.min(
             [acc(x, L0) for x in arms], axis=0).tolist()
-        claims.append(_claim("task_learned_at_train_length", worst,
+        claims.append(results.check("task_learned_at_train_length", worst,
                              f"min over arms >= 0.95 and adarope - rope ({d:+.3f}) >= -0.01",
                              valid))
     # 2. AdaRoPE beats RoPE at 4x.
@@ -86,7 +81,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
         ada = acc("adarope", hi)
         best = max(_mean(acc(x, hi)) for x in others)
         per_seed_ok = all((ada >= acc(x, hi) - 0.02).all() for x in others)
-        claims.append(_claim("adarope_beats_partial_and_nope_at_4x", _mean(ada) - best,
+        claims.append(results.check("adarope_beats_partial_and_nope_at_4x", _mean(ada) - best,
                              f">= 0 vs max of {others} (seed mean) and >= each - 0.02 on "
                              "every seed", _mean(ada) - best >= 0 and per_seed_ok))
     for i, arm in enumerate(arms):
@@ -102,7 +97,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
         dphi = float(np.mean(np.abs(lf - lf0)[ok]))
         m["adarope_mean_abs_dphi"] = dphi
         if smoke:
-            claims.append(_claim("pe_params_move", dphi, "> 0 and finite (smoke)", dphi > 0))
+            claims.append(results.check("pe_params_move", dphi, "> 0 and finite (smoke)", dphi > 0))
         else:
             claims.append(results.at_least("pe_params_move", dphi, 0.1))
         # 5./6. Head roles vs learned frequencies, per seed.
@@ -119,7 +114,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
         m["spearman_distance_vs_log_freq"] = rhos
     if "adarope" in arms and not smoke:
         n_ok = sum(g >= 1.0 for g in gaps if np.isfinite(g))
-        claims.append(_claim("retrieval_heads_rotate_slower", float(np.nanmedian(gaps)),
+        claims.append(results.check("retrieval_heads_rotate_slower", float(np.nanmedian(gaps)),
                              f">= 1.0 in >= 2 of 3 seeds (held in {n_ok}/{S}); measured = "
                              "median", n_ok >= min(2, S)))
         claims.append(results.at_most("frequency_tracks_attention_distance",
@@ -133,7 +128,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
                                                     "adarope-scale-only")):
         d = _mean(acc("adarope", hi)) - max(_mean(acc("adarope-freq-only", hi)),
                                             _mean(acc("adarope-scale-only", hi)))
-        claims.append(_claim("both_components_needed", d,
+        claims.append(results.check("both_components_needed", d,
                              "> 0 (adarope minus the best of freq-only, scale-only at 4x)",
                              d > 0))
 
@@ -156,7 +151,7 @@ def evaluate(c, a: dict, b: dict | None, lm: dict | None = None):
             if c.variant == "smoke":
                 d = _mean(_per_seed(b, f"len_{Te}", "adarope-ext", "nll")
                           - _per_seed(b, f"len_{Te}", "yarn", "nll"))
-                claims.append(_claim("ext_beats_yarn", d,
+                claims.append(results.check("ext_beats_yarn", d,
                                      f"< 0 (smoke: NLL at {Te} after {e.steps} steps, "
                                      "AdaRoPE-ext minus YaRN)", d < 0))
             else:
@@ -198,7 +193,7 @@ def _lm_claims(c, lm: dict):
                                                    "prope-0.75", "prope-0.25")]
         best = min([_mean(nll(lm, x, T4)) for x in others], default=float("inf"))
         d = ada - _mean(nll(lm, "rope", T4))
-        claims.append(_claim("lm_extrapolation_nll", d,
+        claims.append(results.check("lm_extrapolation_nll", d,
                              f"<= -0.05 vs rope, and adarope ({ada:.3f}) <= best of {others} "
                              f"({best:.3f})", d <= -0.05 and ada <= best))
     for mode, name in (("ext", "ext_lm_nll_beats_yarn"),
@@ -214,8 +209,9 @@ def _lm_claims(c, lm: dict):
         else:
             d64 = _mean(nll(st, "adarope-ext", L0) - nll(st, "yarn", L0))
             d2 = _mean(nll(st, "adarope-ext", Te) - nll(st, "yarn", Te))
-            claims.append(_claim(name, max(d64, d2), f"<= 0 at {L0} ({d64:+.4f}) and at {Te} "
-                                 f"({d2:+.4f}); measured = the larger", max(d64, d2) <= 0))
+            claims.append(results.check(name, max(d64, d2),
+                                        f"<= 0 at {L0} ({d64:+.4f}) and at {Te} ({d2:+.4f}); "
+                                        "measured = the larger", max(d64, d2) <= 0))
     return m, claims
 
 

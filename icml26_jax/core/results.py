@@ -80,6 +80,15 @@ def at_least(name: str, measured, bound, *, expected: bool = True) -> Claim:
     return _claim(name, measured, f">= {bound:g}", lambda m: m >= bound, expected)
 
 
+def check(name: str, measured, threshold: str, holds, *, expected: bool = True) -> Claim:
+    """Claim whose condition the caller evaluated (``holds``), e.g. a conjunction reported
+    by its margin; ``threshold`` is the condition as text. A non-finite ``measured`` (a
+    diverged run, a missing setting) never holds."""
+    measured = float(measured)
+    return Claim(str(name), measured, str(threshold),
+                 bool(holds) and math.isfinite(measured), bool(expected))
+
+
 def to_jsonable(tree):
     """Converts a pytree of arrays/scalars/configs to plain JSON values.
 

@@ -7,11 +7,11 @@ the per-token losses of every family, the Duo posterior, the Eso-LM permutation 
 ``loss_fn``; ``model`` the backbone sizes and token layout; ``flops`` the FLOP count on the
 unrolled forward; ``samplers`` the samplers of every family; ``data`` the HMM language, its
 floor and the real-data path; ``metrics`` the oracle Gen-PPL and entropy guards; ``scaling``
-the IsoFLOP fits; ``train`` the study (``train.run``); ``report`` its tables and figures.
+the IsoFLOP fits; ``analysis`` the tables, fits and claims of a run; ``train`` the study (``train.run``); ``report`` its tables and figures.
 """
 
-from icml26_jax.discrete_diffusion import (baselines, data, flops, losses, metrics, model, noise,
-                                           samplers, scaling)
+from icml26_jax.discrete_diffusion import (analysis, baselines, data, flops, losses, metrics,
+                                           model, noise, samplers, scaling)
 
-__all__ = ["baselines", "data", "flops", "losses", "metrics", "model", "noise", "samplers",
-           "scaling"]
+__all__ = ["analysis", "baselines", "data", "flops", "losses", "metrics", "model", "noise",
+           "samplers", "scaling"]

@@ -14,11 +14,6 @@ FIGURES_FULL = ("val_loss_muon.png", "vit_accuracy.png")
 ARMS = ("base", "smoothed", "permuted")
 
 
-def _claim(name, measured, threshold, holds):
-    return results.Claim(name, float(measured), threshold,
-                         bool(holds and np.isfinite(measured)))
-
-
 def evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy):
     """``(metrics, claims)`` from stage 1 (selection), stage 2 (evaluation) and timing."""
     S = len(c.eval_seeds)
@@ -40,7 +35,7 @@ def evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy):
     d = final["smoothed"] - final["base"]
     wins = int(np.sum(d < 0))
     need = max(1, int(np.ceil(0.8 * S)))
-    claims.append(_claim("smoothing_lowers_val_loss", d.mean(),
+    claims.append(results.check("smoothing_lowers_val_loss", d.mean(),
                          f"mean <= -0.01 and < 0 on >= {need} of {S} seeds (held on {wins})",
                          d.mean() <= -0.01 and wins >= need))
     m["delta_val_loss"] = d.tolist()
@@ -52,20 +47,20 @@ def evaluate(c, s1, s2, sel_arms, sel_lrs, best, timing, entropy):
         hits.append(float(h) if h is not None else float("inf"))
     med = float(np.median(hits))
     m["steps_to_base_final"] = [h if np.isfinite(h) else None for h in hits]
-    claims.append(_claim("smoothing_reaches_target_sooner", med if np.isfinite(med) else
+    claims.append(results.check("smoothing_reaches_target_sooner", med if np.isfinite(med) else
                          float(c.steps) * 10, f"median step <= 0.9 x {c.steps} = "
                          f"{0.9 * c.steps:g} (inf: never)", med <= 0.9 * c.steps))
     # 3. The depth neighbours matter (permuted control).
     Lb, Ls, Lp = (float(final[a].mean()) for a in ARMS)
     ok = Ls < Lp and (Lb - Lp) <= 0.5 * (Lb - Ls)
-    claims.append(_claim("depth_neighbours_matter", Lp - Ls,
+    claims.append(results.check("depth_neighbours_matter", Lp - Ls,
                          f"L_smoothed < L_permuted and L_base - L_permuted ({Lb - Lp:+.4f}) <= "
                          f"0.5 (L_base - L_smoothed) ({0.5 * (Lb - Ls):+.4f}); measured = "
                          "L_permuted - L_smoothed", ok))
     # 4. Smoothing structures representations across depth (adjacent CKA).
     cka = {a: per("cka", a)[-1].mean(-1) for a in ARMS}  # [S]
     more = int(np.sum(cka["smoothed"] > cka["base"]))
-    claims.append(_claim("smoothing_structures_depth",
+    claims.append(results.check("smoothing_structures_depth",
                          float(np.mean(cka["smoothed"] - cka["base"])),
                          f"adjacent CKA higher on >= {need} of {S} seeds (held on {more}); "
                          "measured = mean difference", more >= need))
@@ -91,7 +86,7 @@ def evaluate_full(c, main, muon, shallow, v) -> tuple[dict, list]:
     S = len(d)
     need = max(1, int(np.ceil(0.8 * S)))
     wins = int(np.sum(d < 0))
-    claims.append(_claim("smoothing_lowers_val_loss_muon", d.mean(),
+    claims.append(results.check("smoothing_lowers_val_loss_muon", d.mean(),
                          f"mean <= -0.01 and < 0 on >= {need} of {S} seeds (held on {wins})",
                          d.mean() <= -0.01 and wins >= need))
     m["muon"] = {"selected_lr": muon["best"], "alpha_sweep": muon["alpha_sweep"],
@@ -109,7 +104,7 @@ def evaluate_full(c, main, muon, shallow, v) -> tuple[dict, list]:
     P = len(da)
     need_v = int(np.ceil(0.7 * P))
     fav = int(np.sum(da > 0))
-    claims.append(_claim("vit_generalisation_gain", da.mean(),
+    claims.append(results.check("vit_generalisation_gain", da.mean(),
                          f"mean >= +0.5 points and favourable on >= {need_v} of {P} pairs "
                          f"(held on {fav})", da.mean() >= 0.5 and fav >= need_v))
     m["vit"] = dict(v, delta_acc_points=da.tolist(),
@@ -120,7 +115,7 @@ def evaluate_full(c, main, muon, shallow, v) -> tuple[dict, list]:
     fs = _finals(shallow["config"], shallow["s2"])
     g_deep = float(np.mean(fd["base"] - fd["smoothed"]))
     g_shallow = float(np.mean(fs["base"] - fs["smoothed"]))
-    claims.append(_claim("gain_grows_with_depth", g_deep - g_shallow,
+    claims.append(results.check("gain_grows_with_depth", g_deep - g_shallow,
                          f">= 0 (gain = L_base - L_smoothed: depth {main['config'].depth} "
                          f"{g_deep:+.4f}, depth {shallow['config'].depth} {g_shallow:+.4f})",
                          g_deep - g_shallow >= 0))

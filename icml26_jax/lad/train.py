@@ -191,8 +191,11 @@ def train(c, pool, ckpt_dir: str):
 # --------------------------------------------------------------------------- evaluation
 
 
-def _scores(c, B_code, lpb, cal, logp, sc, k=None):
-    bias = B_code if c.mix == "log" else lpb
+def _lad(c, cal: agd.CalStats, logp, sc, k=None):
+    """LAD's scores from calibration ``cal``: the code-form B with ``mix='log'``, the paper's
+    log P_bias with ``mix='prob'``; top-``k`` layers (default ``config.topk``)."""
+    bias = (agd.bias_matrix(cal.l_obs)[0] if c.mix == "log"
+            else agd.bias_matrix_paper(cal.p_obs)[0])
     return np.asarray(agd.lad_scores(logp, sc, bias, cal.a_prior, int(k or c.topk),
                                      float(c.tau), c.agg, c.mix))
 
@@ -216,7 +219,7 @@ def evaluate_setting(c, pool, scorer_factory, setting: str) -> dict:
     cal = agd.calibrate(cal_scorer, first(int(c.n_cal)), layers)
     n_cal_forward = cal_scorer.n_forward
     B_code, log_gamma = agd.bias_matrix(cal.l_obs)
-    lpb, log_gamma_paper = agd.bias_matrix_paper(cal.p_obs)
+    log_gamma_paper = agd.bias_matrix_paper(cal.p_obs)[1]
     cal50 = agd.calibrate(scorer_factory(), first(int(c.n_cal_sweep)), layers)
 
     scorer = scorer_factory()
@@ -224,10 +227,9 @@ def evaluate_setting(c, pool, scorer_factory, setting: str) -> dict:
     logp, sc = scorer.score(data.tokenize(sh), layers)
     n_test_forward = scorer.n_forward
     pi = np.asarray(agd.attention_posterior(sc, cal.a_prior, int(c.topk), float(c.tau), c.agg))
-    out = {"vanilla": logp, "lad": _scores(c, B_code, lpb, cal, logp, sc),
-           "lad_all_layers": _scores(c, B_code, lpb, cal, logp, sc, k=len(layers)),
-           "lad_ncal_sweep": _scores(c, *agd.bias_matrix(cal50.l_obs)[:1],
-                                     agd.bias_matrix_paper(cal50.p_obs)[0], cal50, logp, sc),
+    out = {"vanilla": logp, "lad": _lad(c, cal, logp, sc),
+           "lad_all_layers": _lad(c, cal, logp, sc, k=len(layers)),
+           "lad_ncal_sweep": _lad(c, cal50, logp, sc),
            "pride": np.asarray(baselines.pride_scores(
                logp, baselines.pride_log_prior(cal.cyclic_logp))),
            "pride_global_bias": logp - np.asarray(baselines.pride_global_bias(B_code)),

@@ -36,6 +36,15 @@ def test_at_most(measured, holds):
     assert c.holds is holds and c.threshold == "<= 0.25"
 
 
+def test_check_takes_the_callers_condition_and_never_holds_on_non_finite():
+    c = results.check("margin", 0.2, "> 0 (a and b)", True)
+    assert c.holds and c.threshold == "> 0 (a and b)" and c.measured == 0.2
+    assert not results.check("margin", -0.1, "> 0", False).holds
+    assert not results.check("margin", float("nan"), "> 0", True).holds
+    assert not results.check("margin", float("inf"), "> 0", True).holds
+    assert results.check("x", 1, "t", True, expected=False).expected is False
+
+
 def test_claim_accepts_array_scalars_and_expected_flag():
     c = results.at_most("loss", jnp.asarray(0.25), 1e-3, expected=False)
     assert isinstance(c.measured, float) and c.measured == 0.25

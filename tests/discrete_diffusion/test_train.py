@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from icml26_jax.core import results
-from icml26_jax.discrete_diffusion import configs, data, losses, train
+from icml26_jax.discrete_diffusion import analysis, configs, data, losses, train
 from icml26_jax.discrete_diffusion import model as model_lib
 from icml26_jax.lm import hmm as hmm_lib
 
@@ -88,7 +88,7 @@ def test_gradient_snr_is_higher_for_the_low_var_objective():
 
 def test_pareto_frontier_and_validation_times():
     pts = [(5, 10.0), (5, 12.0), (9, 8.0), (17, 9.0), (65, 3.0), (65, 3.0)]
-    assert train.pareto_frontier(pts) == [0, 2, 4, 5]
+    assert analysis.pareto_frontier(pts) == [0, 2, 4, 5]
     t = train.validation_times(100, 8)
     assert t.shape == (8, 100) and t.min() >= 1e-3 and t.max() <= 1.0
     # Stratified: stratum j of every sequence lies in [j/8, (j+1)/8] (up to eps).
@@ -116,26 +116,26 @@ def _metrics(ar=2.6, lv=2.9, duo=3.0, ppl_duo=20.0, ppl_lv=25.0):
             for f, e in iso.items() for s, vs in zip(e["size"], e["seeds"]) for v in vs]
     c = configs.get_config("default")
     train.normalise_config(c)
-    m = train.summarise(c, runs, {6e11: pareto}, (2.4367, 0.001))
+    m = analysis.summarise(c, runs, {6e11: pareto}, (2.4367, 0.001))
     m["data_unigram"] = 4.04
     return m, c
 
 
 def test_claims_on_synthetic_metrics():
     m, c = _metrics()
-    cl = {x.name: x for x in train.claims(m, c)}
-    assert set(cl) == set(train.DEFAULT_CLAIMS)
+    cl = {x.name: x for x in analysis.claims(m, c)}
+    assert set(cl) == set(analysis.DEFAULT_CLAIMS)
     assert all(x.holds for x in cl.values()), cl
     assert m["frontier"]["6e+11"][0] == "duo@T=4"
     # Each claim fails when its condition is broken.
     m, c = _metrics(ppl_duo=30.0)  # Duo samples worse than MDLM: no perplexity paradox
-    cl = {x.name: x for x in train.claims(m, c)}
+    cl = {x.name: x for x in analysis.claims(m, c)}
     assert not cl["perplexity_misleads_across_families"].holds
     assert not cl["pareto_frontier_shape"].holds  # MDLM-low-var now on the frontier
     m, c = _metrics(duo=2.8)  # Duo better than MDLM-low-var: ordering broken
-    cl = {x.name: x for x in train.claims(m, c)}
+    cl = {x.name: x for x in analysis.claims(m, c)}
     assert not cl["family_ordering"].holds and cl["lowvar_improves_mdlm"].holds
-    assert train.claims(m, configs.get_config("smoke")) == []
+    assert analysis.claims(m, configs.get_config("smoke")) == []
 
 
 def _tiny(workdir_seed=0):
@@ -205,7 +205,7 @@ def test_full_variant_fits_and_claims_on_a_synthetic_scaling_law():
                 loss = H + 300 * N ** -0.5 + 2000 * (e * C / N) ** -0.5
                 for k in range(3 if f.startswith("mdlm") and C == 1e12 else 1):
                     runs.append({"budget": C, "size": s, "family": f, "val": loss + 1e-4 * k})
-    m = train.summarise(c, runs, {}, (H, 0.001))
+    m = analysis.summarise(c, runs, {}, (H, 0.001))
     m["data_unigram"] = 4.04
     for f in ("ar", "mdlm_lowvar", "duo"):
         assert 0.3 < m["power_laws"][f]["n_star"]["slope"] < 0.7, m["power_laws"][f]
@@ -213,7 +213,7 @@ def test_full_variant_fits_and_claims_on_a_synthetic_scaling_law():
     k = m["compute_multiplier"]["k"]
     lo, hi = m["compute_multiplier"]["ci90"]
     assert 1.05 < k < 1.2 and lo <= k <= hi, m["compute_multiplier"]
-    cl = {x.name: x for x in train.claims(m, c)}
-    assert set(cl) == set(train.FULL_CLAIMS) - {"perplexity_misleads_across_families",
+    cl = {x.name: x for x in analysis.claims(m, c)}
+    assert set(cl) == set(analysis.FULL_CLAIMS) - {"perplexity_misleads_across_families",
                                                  "pareto_frontier_shape"}
     assert cl["scaling_exponents_in_range"].holds and cl["isoflop_interior_minimum"].holds
