@@ -121,7 +121,7 @@ cal = agd.calibrate(scorer, cal_ep, layers)
 B, log_gamma = agd.bias_matrix(cal.l_obs)
 print(f"calibration: {cal.n_forward} forward passes, log gamma {float(log_gamma):.3f}")
 print("bias matrix B (rows: ground truth, columns: prediction):\n", np.round(np.asarray(B), 2))
-logp, sc = scorer.score(data.tokenize(ep), layers)
+logp, sc = scorer.score(ep, layers)
 pi = agd.attention_posterior(sc, cal.a_prior)
 lad = agd.lad_scores(logp, sc, B, cal.a_prior)
 for e in range(2):

@@ -28,8 +28,9 @@ class RetrievalScorer(Protocol):
 
     num_layers: int
 
-    def score(self, batch: data_lib.Batch, layers) -> tuple[np.ndarray, np.ndarray]:
-        """``(logp [B, N], layer_scores [B, len(layers), N])`` from one forward pass."""
+    def score(self, episodes, layers) -> tuple[np.ndarray, np.ndarray]:
+        """``(logp [B, N], layer_scores [B, len(layers), N])`` of B episodes (N candidates
+        each), one forward pass per episode; the scorer builds its own prompts."""
 
 
 class FlaxRetrievalScorer:
@@ -73,8 +74,12 @@ class FlaxRetrievalScorer:
             self._fns[key] = jax.jit(f)
         return self._fns[key]
 
-    def score(self, batch: data_lib.Batch, layers):
-        """``(logp [B, N], layer_scores [B, Lc, N])`` as host arrays."""
+    def score(self, episodes: data_lib.Episodes, layers):
+        """``(logp [B, N], layer_scores [B, Lc, N])`` of the episodes as host arrays."""
+        return self.score_batch(data_lib.tokenize(episodes), layers)
+
+    def score_batch(self, batch: data_lib.Batch, layers):
+        """:meth:`score` of an already tokenized batch."""
         layers = tuple(int(x) for x in layers)
         bad = [x for x in layers if not 0 <= x < self.num_layers]
         if bad or not layers:

@@ -69,7 +69,8 @@ def calibrate(scorer, cal_episodes, layers) -> CalStats:
 
     Args:
       scorer: an ``adapter.RetrievalScorer``.
-      cal_episodes: ``data.Episodes`` of the calibration split.
+      cal_episodes: episodes of the calibration split (``data.Episodes``, or
+        ``realdata.CaptionEpisodes`` for a real model).
       layers: candidate layers.
     """
     from icml26_jax.lad import data as data_lib
@@ -78,7 +79,7 @@ def calibrate(scorer, cal_episodes, layers) -> CalStats:
     if n_cal < 1:
         raise ValueError(f"n_cal must be >= 1, got {n_cal} calibration episodes")
     var = data_lib.cyclic_variants(cal_episodes)
-    logp, scores = scorer.score(data_lib.tokenize(var), layers)
+    logp, scores = scorer.score(var, layers)
     logp, scores = np.asarray(logp, np.float64), np.asarray(scores, np.float64)
     l_obs = np.stack([logp[var.gt == i].mean(0) for i in range(N)])
     p_obs = np.stack([np.exp(logp[var.gt == i]).mean(0) for i in range(N)])

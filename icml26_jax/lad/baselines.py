@@ -40,12 +40,12 @@ def pride_global_bias(bias):
     return jnp.mean(jnp.asarray(bias), axis=0)
 
 
-def perm_average(scorer, episodes: data_lib.Episodes, layers=(0,)):
+def perm_average(scorer, episodes, layers=(0,)):
     """Scores [E, N] over the original candidates: the log-probabilities of the N cyclic
     variants mapped back to the images and averaged (N passes per instance)."""
     E, N = episodes.image_ids.shape
     var = data_lib.cyclic_variants(episodes)
-    logp, _ = scorer.score(data_lib.tokenize(var), layers)
+    logp, _ = scorer.score(var, layers)
     logp = np.asarray(logp).reshape(E, N, N)  # [e, s, j]: slot j holds candidate (j + s) % N
     cand = (np.arange(N)[None, :] + np.arange(N)[:, None]) % N  # [s, j]
     out = np.zeros((E, N))

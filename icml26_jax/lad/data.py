@@ -165,15 +165,27 @@ def make_episodes(pool: DigitPool, split: str, n_cand: int, n: int, mode: str,
                     gts.astype(np.int32))
 
 
-def _take(ep: Episodes, rows, perms) -> Episodes:
-    """Episodes ``rows`` with candidates reordered by ``perms`` (new slot j = old perms[j])."""
-    ids = np.take_along_axis(ep.image_ids[rows], perms, 1)
-    imgs = np.take_along_axis(ep.images[rows], perms[..., None, None], 1)
-    gt = np.argmax(perms == ep.gt[rows][:, None], axis=1).astype(np.int32)
-    return Episodes(imgs, ids, ep.query[rows], gt)
+def _take(ep, rows, perms):
+    """Episodes ``rows`` with candidates reordered by ``perms`` (new slot j = old perms[j]).
+
+    Generic over the episode type (:class:`Episodes` here, ``realdata.CaptionEpisodes`` for
+    the real benchmarks): every field shaped [E, N, ...] is reordered, ``gt`` follows its
+    image, every other field is taken by row."""
+    E, N = ep.image_ids.shape
+    out = {}
+    for name, x in zip(ep._fields, ep):
+        x = np.asarray(x)
+        if name == "gt":
+            out[name] = np.argmax(perms == x[rows][:, None], axis=1).astype(np.int32)
+        elif x.shape[:2] == (E, N):
+            p = perms.reshape(perms.shape + (1,) * (x.ndim - 2))
+            out[name] = np.take_along_axis(x[rows], p, 1)
+        else:
+            out[name] = x[rows]
+    return type(ep)(**out)
 
 
-def shuffle(ep: Episodes, num_shuffles: int, rng: np.random.Generator) -> Episodes:
+def shuffle(ep, num_shuffles: int, rng: np.random.Generator):
     """Each episode under ``num_shuffles`` orders: [E * T], episode-major (row e T + t).
     Shuffle 0 is the identity; the others are distinct random permutations (per episode).
     The ground truth moves with its image."""
@@ -197,7 +209,7 @@ def shuffle(ep: Episodes, num_shuffles: int, rng: np.random.Generator) -> Episod
     return _take(ep, rows, perms.reshape(E * num_shuffles, N))
 
 
-def cyclic_variants(ep: Episodes) -> Episodes:
+def cyclic_variants(ep):
     """The N cyclic left shifts of every episode, [E * N] episode-major (row e N + s): variant
     s puts old candidate (j + s) mod N at slot j, so the ground truth visits every position
     once and moves with its image (gt_s = (gt - s) mod N)."""

@@ -24,6 +24,14 @@ def tables(m: dict) -> str:
                   f"{r['bias_conditionality']:.3f} nats; forward passes: calibration "
                   f"{nf['calibration']}, test {nf['test']} for {nf['instances']} instances, "
                   f"perm_average {nf['perm_average']}"))
+        d = r.get("attention_diagnostic")
+        if d:
+            chance = 100 / np.shape(r["confusion"]["lad"])[0]
+            out.append(results.format_table(
+                [[f"layer {i}", a, g] for i, (a, g) in
+                 enumerate(zip(d["argmax_acc"], d["gt_over_distractor"]))],
+                ["layer", "attn argmax on GT %", "GT / distractor mass"], floatfmt=".2f",
+                title=f"{s}: where the answering token looks (chance {chance:.0f} %)"))
     return "\n\n".join(out)
 
 

@@ -200,6 +200,21 @@ def _lad(c, cal: agd.CalStats, logp, sc, k=None):
                                      float(c.tau), c.agg, c.mix))
 
 
+def attention_diagnostic(scorer, sh: data.Episodes, gt0, E: int, T: int) -> dict:
+    """Where the answering token looks, in *every* layer (not only the candidate ones), on the
+    identity shuffle of the test episodes: the % of episodes whose head-averaged attention
+    (Eq. 6) peaks on the ground-truth image, and the attention mass on the ground-truth image
+    over the mean mass on a distractor (1 = no preference). A diagnostic of the mechanism the
+    ``logit_attention_divergence`` gate measures; an extra scorer, outside the pass counts."""
+    first = data.Episodes(*(np.asarray(x).reshape((E, T) + np.shape(x)[1:])[:, 0] for x in sh))
+    _, sc = scorer.score(first, tuple(range(scorer.num_layers)))
+    n = sc.shape[-1]
+    on_gt = sc[np.arange(E), :, gt0]  # [E, L]
+    off = (sc.sum(-1) - on_gt) / (n - 1)
+    return {"argmax_acc": (100.0 * np.mean(np.argmax(sc, -1) == gt0[:, None], 0)).tolist(),
+            "gt_over_distractor": (on_gt.mean(0) / np.maximum(off.mean(0), 1e-20)).tolist()}
+
+
 def evaluate_setting(c, pool, scorer_factory, setting: str) -> dict:
     """Every method on one setting; returns metrics, matrices and forward-pass counts."""
     mode, N = SETTINGS[setting]
@@ -224,7 +239,7 @@ def evaluate_setting(c, pool, scorer_factory, setting: str) -> dict:
 
     scorer = scorer_factory()
     t0 = time.perf_counter()
-    logp, sc = scorer.score(data.tokenize(sh), layers)
+    logp, sc = scorer.score(sh, layers)
     n_test_forward = scorer.n_forward
     pi = np.asarray(agd.attention_posterior(sc, cal.a_prior, int(c.topk), float(c.tau), c.agg))
     out = {"vanilla": logp, "lad": _lad(c, cal, logp, sc),
@@ -255,6 +270,7 @@ def evaluate_setting(c, pool, scorer_factory, setting: str) -> dict:
     Bc = np.asarray(B_code) - np.asarray(B_code).mean(1, keepdims=True)
     res["bias_conditionality"] = float(np.max(np.abs(Bc - Bc.mean(0, keepdims=True))))
     res["eval_s"] = eval_s
+    res["attention_diagnostic"] = attention_diagnostic(scorer_factory(), sh, gt[:, 0], E, T)
     logging.info("%s: %s", setting, ", ".join(
         f"{m} {v['acc']:.1f}" for m, v in res["methods"].items()))
     return res

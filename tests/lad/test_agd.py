@@ -17,29 +17,16 @@ class OracleScorer:
     num_layers = 4
 
     def __init__(self, pool, b_true, *, log_gamma=1.0, gamma_a=3.0, noise=0.3, seed=0):
-        self.label = {pool.images[i].tobytes(): int(pool.labels[i])
-                      for i in range(len(pool.labels))}
+        self.labels = np.asarray(pool.labels)
         self.b_true = np.asarray(b_true)
         self.log_gamma, self.gamma_a, self.noise = log_gamma, gamma_a, noise
         self.rng = np.random.default_rng(seed)
         self.n_forward = 0
 
-    def _gt(self, batch):
-        N = len(batch.spans)
-        c0 = 1 + data.TOKENS_PER_IMAGE * N
-        query = batch.tokens[:, c0 + 2] - data.CLASS0
-        y = np.empty(len(query), int)
-        for b in range(len(query)):
-            for k, (s, _) in enumerate(batch.spans):
-                p = batch.patches[b, s + 1:s + 5].reshape(2, 2, 4, 4)
-                img = np.moveaxis(p, 1, 2).reshape(8, 8).astype(np.float32)
-                if self.label[img.tobytes()] == query[b]:
-                    y[b] = k
-        return y
-
-    def score(self, batch, layers):
-        y = self._gt(batch)
-        B, N = len(y), len(batch.spans)
+    def score(self, episodes, layers):
+        # The position of the candidate whose label is the caption's class.
+        y = np.argmax(self.labels[episodes.image_ids] == episodes.query[:, None], axis=1)
+        B, N = episodes.image_ids.shape
         onehot = np.eye(N)[y]
         logits = (self.log_gamma * onehot + self.b_true[y]
                   + self.noise * self.rng.standard_normal((B, N)))
@@ -69,7 +56,7 @@ def test_oracle_lad_recovers_the_answer_and_static_priors_cannot():
     assert cal.n_forward == 4 * 5
     bias, log_gamma = agd.bias_matrix(cal.l_obs)
     test = _setting(pool, 400, 2)
-    logp, scores = scorer.score(data.tokenize(test), layers)
+    logp, scores = scorer.score(test, layers)
     gt = test.gt
     acc = lambda s: 100 * np.mean(np.argmax(np.asarray(s), 1) == gt)  # noqa: E731
     lad = acc(agd.lad_scores(logp, scores, bias, cal.a_prior))
@@ -160,7 +147,7 @@ def test_metrics_perm_average_consistency_and_rstd_ddof():
     chosen = np.take_along_axis(sh.image_ids, pred[:, None], 1).reshape(20, 4)
     assert metrics.consistency(chosen) == 100.0
     # Vanilla under the same shuffles is not consistent (the bias moves with positions).
-    logp, _ = OracleScorer(pool, B_TRUE, noise=0.0).score(data.tokenize(sh), (0,))
+    logp, _ = OracleScorer(pool, B_TRUE, noise=0.0).score(sh, (0,))
     van = np.take_along_axis(sh.image_ids, np.argmax(logp, 1)[:, None], 1).reshape(20, 4)
     assert metrics.consistency(van) < 50.0
     gt = np.array([0, 0, 1, 1, 2, 2, 3, 3])

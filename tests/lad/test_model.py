@@ -10,11 +10,14 @@ from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.lad import adapter, data, model
 
 
-def _batch(n_cand=4, n=6, seed=0, t_max=data.T_MAX):
+def _episodes(n_cand=4, n=6, seed=0):
     pool = data.load_pool(0)
-    ep = data.make_episodes(pool, "test", n_cand, n, "random", np.full(n_cand, 1 / n_cand),
-                            np.random.default_rng(seed))
-    return data.tokenize(ep, t_max)
+    return data.make_episodes(pool, "test", n_cand, n, "random", np.full(n_cand, 1 / n_cand),
+                              np.random.default_rng(seed))
+
+
+def _batch(n_cand=4, n=6, seed=0, t_max=data.T_MAX):
+    return data.tokenize(_episodes(n_cand, n, seed), t_max)
 
 
 def test_padding_attention_rows_and_recomputed_attention():
@@ -40,7 +43,7 @@ def test_sharded_scoring_equals_unsharded_and_is_deterministic():
     assert jax.device_count() == 8
     g, p = nnx.split(model.RetrievalLM(d=32, layers=3, heads=2, mlp=64, rngs=nnx.Rngs(1)),
                      nnx.Param)
-    b = _batch(n=13)  # not a multiple of 8: the sharded path pads
+    b = _episodes(n=13)  # not a multiple of 8: the sharded path pads
     one = adapter.FlaxRetrievalScorer(g, p)
     mesh = mesh_lib.make_mesh((8,), (mesh_lib.DATA,))
     many = adapter.FlaxRetrievalScorer(g, p, mesh=mesh)
