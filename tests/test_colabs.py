@@ -212,11 +212,32 @@ def _check_lad(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb)
 
 
+def _check_grace(text: str, nb, workdir: pathlib.Path) -> None:
+    assert "split sizes (train, val, test): [1258  270  269]" in text
+    # LSQ codes lie on the 16-level grid; the gate's two ends; CKA's rotation invariance.
+    m = re.search(r"distinct codes of the fake-quantised layer: (\d+)", text)
+    assert m and 2 <= int(m.group(1)) <= 16
+    assert "gate (uniform teacher, confident teacher): [0.3679 1.    ]" in text
+    assert "CKA(F, F R) = 1.0" in text
+    res = results.load_results(workdir)  # the smoke run end to end (spec Tests #12)
+    by = {c["name"]: c for c in res["claims"]}
+    assert res["paper"] == "grace" and set(by) == {
+        "teacher_gap", "int4_ptq_hurts", "entropy_predicts_error", "int4_grace_matches_fp",
+        "grace_beats_qat_ce", "grace_beats_ptq", "grace_near_teacher", "int4_packed_memory",
+        "packed_matches_fake_quant", "beta_not_saturated", "rcka_decreases"}
+    assert all(isinstance(c["holds"], bool) for c in res["claims"])
+    assert by["packed_matches_fake_quant"]["holds"] and by["int4_packed_memory"]["holds"]
+    ex = res["metrics"]["export"]
+    assert ex["prediction_agreement"] == 100.0 and ex["roundtrip_bit_exact"]
+    assert _has_png(nb)
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
                   "simplicity_bias": _check_simplicity_bias,
-                  "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad}
+                  "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
+                  "grace": _check_grace}
 
 
 @pytest.mark.notebook
