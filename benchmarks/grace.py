@@ -33,7 +33,7 @@ from absl import app, flags  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from icml26_jax.core import results  # noqa: E402
-from icml26_jax.grace import configs, data, int4, lsq, train  # noqa: E402
+from icml26_jax.grace import configs, data, export, int4, lsq, train  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "2 repeats.")
 REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls per case (median reported).")
@@ -60,7 +60,7 @@ def main(argv):
     sg, sfz, s_tr = train.split_trainable(fp)
     qg, qfz, q_tr = train.split_trainable(
         train.quantised_from(c, nnx.state(fp, nnx.Param), seed=0))
-    packed = train.pack_state(q_tr, int(c.group))
+    packed = export.pack_state(q_tr, int(c.group))
     n_lin = sum(p.in_features * p.out_features for p in packed.values())
     packed_b = int4.packed_nbytes(packed)
     n_all = sum(int(np.size(x)) for x in jax.tree.leaves((sfz, s_tr)))
@@ -79,11 +79,11 @@ def main(argv):
                    "int4_dense": (jax.jit(int4.int4_dense), (x, p))}, repeats * 20)
     splits = data.load_digit_splits(0)
     d = data.make_vqa(splits, "test", 256, np.random.default_rng(0))
-    fp_tr = train.fp_from_quantised(s_tr, q_tr)
+    fp_tr = export.fp_from_quantised(s_tr, q_tr)
     fwd = _time({
         "fp32_forward": (jax.jit(lambda tr, im, tok: train.merge(sg, sfz, tr)(im, tok).logits),
                          (s_tr, d.images, d.tokens)),
-        "packed_forward": (jax.jit(lambda tr, pk, im, tok: train.packed_forward(
+        "packed_forward": (jax.jit(lambda tr, pk, im, tok: export.packed_forward(
             sg, sfz, tr, pk, im, tok)), (fp_tr, packed, d.images, d.tokens))}, repeats * 4)
     res = {"memory": mem, "layer_s": layer, "forward_s": fwd,
            "layer_int4_over_fp32": layer["int4_dense"] / layer["fp32_dense"],

@@ -16,26 +16,17 @@ import jax
 import jax.numpy as jnp
 
 from icml26_jax.grace import lsq
-
-
-def _keys(path) -> tuple:
-    out = []
-    for k in path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(k, attr):
-                out.append(getattr(k, attr))
-                break
-    return tuple(x for x in out if x != "value")
+from icml26_jax.grace.export import path_keys
 
 
 def ptq_rtn(params, bits: int = 4, group: int = 64):
     """``params`` (a quantised model's state) with every ``log_scale`` re-initialised by the
     MSE grid search from its kernel: round-to-nearest INT4 of the current weights."""
     lsq.check_bits(bits)
-    flat = {_keys(p): x for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+    flat = {path_keys(p): x for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
 
     def f(p, x):
-        k = _keys(p)
+        k = path_keys(p)
         if k and k[-1] == "log_scale":
             return lsq.mse_init_log_scale(flat[k[:-1] + ("kernel",)], bits, group)
         return x

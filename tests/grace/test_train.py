@@ -11,7 +11,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from icml26_jax.core import mesh as mesh_lib
-from icml26_jax.grace import configs, controller, data, int4, train
+from icml26_jax.grace import configs, controller, data, export, int4, train
 from icml26_jax.grace import model as model_lib
 
 
@@ -134,14 +134,14 @@ def test_packed_forward_matches_fake_quant_with_baked_scales():
     sg, sfz, s_tr = train.split_trainable(fp)
     qg, qfz, q_tr = train.split_trainable(
         train.quantised_from(c, nnx.state(fp, nnx.Param), seed=2))
-    packed = train.pack_state(q_tr, int(c.group))
+    packed = export.pack_state(q_tr, int(c.group))
     assert len(packed) == 7 * int(c.student.layers)
     assert all(p.qweight.dtype == np.uint8 for p in packed.values())
     d = _batch(8)
     baked = jax.tree_util.tree_map_with_path(
-        lambda p, x: int4.bake_log_scale(x) if train._keys(p)[-1] == "log_scale" else x, q_tr)
+        lambda p, x: int4.bake_log_scale(x) if export.path_keys(p)[-1] == "log_scale" else x, q_tr)
     z_fake = np.asarray(train.merge(qg, qfz, baked)(d.images, d.tokens).logits)
-    z_pack = np.asarray(train.packed_forward(sg, sfz, train.fp_from_quantised(s_tr, q_tr),
+    z_pack = np.asarray(export.packed_forward(sg, sfz, export.fp_from_quantised(s_tr, q_tr),
                                              packed, d.images, d.tokens))
     assert np.max(np.abs(z_fake - z_pack)) <= 1e-4
 
