@@ -357,13 +357,9 @@ def evaluate(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> d
         preds.append(np.asarray(fn(frozen, trainable, d.images[s:s + eval_batch],
                                    prompt[s:s + eval_batch], start[s:s + eval_batch])))
     pred = np.concatenate(preds)
-    per = {name: data.exact_match(pred[d.template == i], _rows(d, d.template == i))
+    per = {name: data.exact_match(pred[d.template == i], data.take(d, d.template == i))
            for i, name in enumerate(data.TEMPLATES)}
     return {"acc": data.exact_match(pred, d), "per_template": per}
-
-
-def _rows(d, sel):
-    return data.VQAData(*(x[sel] for x in d))
 
 
 def entropy_error(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> dict:
@@ -524,4 +520,4 @@ def claims(m: dict, c) -> list[results.Claim]:
     return out
 
 
-__all__ = ["run", "make_train_step", "build", "evaluate", "claims", "baselines"]
+__all__ = ["run", "make_train_step", "build", "evaluate", "claims"]
