@@ -239,3 +239,115 @@ def claims_table(claims: Sequence[Claim | Mapping]) -> str:
                                                    else " (expected to fail)")
         rows.append([c["name"], c["measured"], c["threshold"], holds])
     return format_table(rows, ["claim", "measured", "threshold", "holds"], floatfmt=".4g")
+
+
+SUMMARY_FILE = "summary.json"
+
+
+def _lookup(metrics: Mapping, path: str):
+    node = metrics
+    for part in path.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            raise ValueError(f"metric {path!r} is not in every run's metrics (missing {part!r})")
+        node = node[part]
+    return node
+
+
+def _mean_sd(values) -> tuple[float | None, float | None]:
+    v = np.asarray([np.nan if x is None else float(x) for x in values], np.float64)
+    if not v.size or not np.all(np.isfinite(v)):
+        return None, None
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def summarise_seeds(runs: Sequence[Mapping], metrics: Sequence[str] = ()) -> dict:
+    """Summary of the same experiment run on several seeds (the confirmatory run).
+
+    Args:
+      runs: ``results.json`` dicts (see :func:`load_results`) of one paper and variant.
+      metrics: ``/``-separated paths into ``metrics`` to summarise too, e.g.
+        ``"arms/grace/acc"``; each must hold a number in every run.
+
+    Returns:
+      A JSON-ready dict: ``paper``, ``variant``, ``seeds``, ``runtime_s`` (per seed),
+      ``claims`` (per claim: ``name``, ``threshold``, ``expected``, per-seed ``measured``
+      and ``holds``, ``mean``, ``sd`` (sample, ddof=1), ``holds_on`` (how many seeds)) and
+      ``metrics`` (per path: per-seed ``values``, ``mean``, ``sd``). Mean and sd are None
+      when a seed's value is not finite.
+
+    Raises:
+      ValueError: no runs, runs of different papers/variants, repeated seeds, claims that
+        differ between runs, or a metric path missing from a run.
+    """
+    runs = list(runs)
+    if not runs:
+        raise ValueError("summarise_seeds needs at least one results dict")
+    for r in runs:
+        validate_results(r)
+    first = runs[0]
+    for r in runs[1:]:
+        for key in ("paper", "variant"):
+            if r[key] != first[key]:
+                raise ValueError(f"runs differ in {key!r}: {first[key]!r} vs {r[key]!r}")
+    seeds = [r["seed"] for r in runs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"repeated seeds {seeds}: summarise distinct runs")
+    names = [c["name"] for c in first["claims"]]
+    for r in runs[1:]:
+        other = [c["name"] for c in r["claims"]]
+        if other != names:
+            raise ValueError(f"seed {r['seed']} has claims {other}, seed {first['seed']} {names}")
+    claims = []
+    for i, name in enumerate(names):
+        cs = [r["claims"][i] for r in runs]
+        mean, sd = _mean_sd([c["measured"] for c in cs])
+        claims.append({"name": name, "threshold": cs[0]["threshold"],
+                       "expected": cs[0]["expected"],
+                       "measured": [c["measured"] for c in cs],
+                       "holds": [c["holds"] for c in cs], "mean": mean, "sd": sd,
+                       "holds_on": sum(bool(c["holds"]) for c in cs)})
+    summary_metrics = {}
+    for path in metrics:
+        values = [_lookup(r["metrics"], path) for r in runs]
+        bad = [v for v in values if not isinstance(v, numbers.Real) and v is not None]
+        if bad:
+            raise ValueError(f"metric {path!r} must be a number in every run, got {bad[0]!r}")
+        mean, sd = _mean_sd(values)
+        summary_metrics[path] = {"values": values, "mean": mean, "sd": sd}
+    return to_jsonable({"paper": first["paper"], "variant": first["variant"], "seeds": seeds,
+                        "runtime_s": [r["runtime_s"] for r in runs], "claims": claims,
+                        "metrics": summary_metrics})
+
+
+def write_summary(workdir: str | os.PathLike, summary: Mapping) -> str | None:
+    """Writes ``<workdir>/summary.json`` (process 0 only); returns the path or None."""
+    if not distributed.is_primary():
+        return None
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, SUMMARY_FILE)
+    with open(path, "w") as f:
+        json.dump(to_jsonable(summary), f, indent=2, allow_nan=False)
+        f.write("\n")
+    return path
+
+
+def seeds_table(summary: Mapping) -> str:
+    """Tables of a :func:`summarise_seeds` result: claims, then metrics, as mean ± sd."""
+    n = len(summary["seeds"])
+
+    def pm(mean, sd) -> str:
+        return "-" if mean is None else f"{mean:.4g} ± {sd:.2g}"
+
+    def per_seed(values) -> str:
+        return " / ".join("-" if v is None else format(float(v), ".4g") for v in values)
+
+    rows = [[c["name"], pm(c["mean"], c["sd"]), per_seed(c["measured"]), c["threshold"],
+             f"{c['holds_on']}/{n}"] for c in summary["claims"]]
+    seeds = "/".join(str(s) for s in summary["seeds"])
+    out = format_table(rows, ["claim", "mean ± sd", f"seeds {seeds}", "threshold", "holds"],
+                       title=f"{summary['paper']} ({summary['variant']}), {n} seeds")
+    if summary.get("metrics"):
+        rows = [[k, pm(v["mean"], v["sd"]), per_seed(v["values"])]
+                for k, v in summary["metrics"].items()]
+        out += "\n\n" + format_table(rows, ["metric", "mean ± sd", f"seeds {seeds}"])
+    return out

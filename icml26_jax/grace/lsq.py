@@ -20,6 +20,7 @@ are static Python ints.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -193,6 +194,12 @@ def mse_init_log_scale(w, bits: int = 4, group: int = 64, n: int = 20, lo: float
     _, q_max = qrange(bits)
     if n < 1 or not 0 < lo <= hi:
         raise ValueError(f"need n >= 1 and 0 < lo <= hi, got n={n}, lo={lo}, hi={hi}")
+    return _mse_search(w, bits, group, n, float(lo), float(hi))
+
+
+@functools.partial(jax.jit, static_argnames=("bits", "group", "n", "lo", "hi"))
+def _mse_search(w, bits, group, n, lo, hi):
+    _, q_max = qrange(bits)
     wg = to_groups(w.astype(jnp.float32), group)
     base = jnp.maximum(jnp.max(jnp.abs(wg), axis=-1), 1e-8) / q_max  # [out, in // G]
     ratios = jnp.linspace(lo, hi, n, dtype=jnp.float32)

@@ -14,6 +14,7 @@ Phases (each resumable through ``core.checkpoint``):
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -347,14 +348,22 @@ def quantised_from(c, fp_model_state, seed):
 # --------------------------------------------------------------------------- evaluation
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _greedy(graphdef, frozen, trainable, images, prompt, start):
+    return model_lib.greedy_answer(graphdef, (frozen, trainable), images, prompt, start)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _logits(graphdef, frozen, trainable, images, tokens):
+    return merge(graphdef, frozen, trainable)(images, tokens).logits
+
+
 def evaluate(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> dict:
     """Exact-match accuracy (%) of greedy answers, overall and per template."""
-    fn = jax.jit(lambda fr, tr, im, pr, st: model_lib.greedy_answer(
-        graphdef, (fr, tr), im, pr, st))
     prompt, start = data.prompt_of(d)
     preds = []
     for s in range(0, len(start), eval_batch):
-        preds.append(np.asarray(fn(frozen, trainable, d.images[s:s + eval_batch],
+        preds.append(np.asarray(_greedy(graphdef, frozen, trainable, d.images[s:s + eval_batch],
                                    prompt[s:s + eval_batch], start[s:s + eval_batch])))
     pred = np.concatenate(preds)
     per = {name: data.exact_match(pred[d.template == i], data.take(d, d.template == i))
@@ -365,10 +374,9 @@ def evaluate(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> d
 def entropy_error(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> dict:
     """Teacher token entropy (T = 1) against teacher-forced token error on the answer
     positions; Pearson r and a 10-bin table (the paper's premise)."""
-    fn = jax.jit(lambda fr, tr, im, tok: merge(graphdef, fr, tr)(im, tok).logits)
     H, err = [], []
     for s in range(0, len(d.tokens), eval_batch):
-        logits = np.asarray(fn(frozen, trainable, d.images[s:s + eval_batch],
+        logits = np.asarray(_logits(graphdef, frozen, trainable, d.images[s:s + eval_batch],
                                d.tokens[s:s + eval_batch]), np.float64)
         m = d.loss_mask[s:s + eval_batch]
         z = logits[m]

@@ -189,3 +189,56 @@ def test_claims_table():
     assert lines[3].split() == ["gap", "nan", "<=", "0.1", "no"]
     assert lines[4].split() == ["limit", "-", "<=", "1", "no", "(expected", "to", "fail)"]
     assert math.isnan(claims[1].measured)
+
+
+def _seed_run(seed, measured, acc):
+    d = _valid()
+    d["seed"] = seed
+    d["claims"] = [results.at_least("gap", measured, 2.0).to_dict(),
+                   results.at_most("err", 0.5, 1.0).to_dict()]
+    d["metrics"] = {"arms": {"a": {"acc": acc}}}
+    d["runtime_s"] = 10.0 + seed
+    return d
+
+
+def test_summarise_seeds_mean_sd_and_holds_count(tmp_path):
+    runs = [_seed_run(0, 3.0, 90.0), _seed_run(1, 1.0, 80.0), _seed_run(2, 5.0, 70.0)]
+    s = results.summarise_seeds(runs, metrics=["arms/a/acc"])
+    gap = s["claims"][0]
+    assert gap["name"] == "gap" and gap["threshold"] == ">= 2"
+    assert gap["measured"] == [3.0, 1.0, 5.0] and gap["holds"] == [True, False, True]
+    assert gap["holds_on"] == 2 and s["claims"][1]["holds_on"] == 3
+    np.testing.assert_allclose(gap["mean"], 3.0)
+    np.testing.assert_allclose(gap["sd"], np.std([3.0, 1.0, 5.0], ddof=1))
+    acc = s["metrics"]["arms/a/acc"]
+    assert acc["values"] == [90.0, 80.0, 70.0] and acc["sd"] == pytest.approx(10.0)
+    assert s["seeds"] == [0, 1, 2] and s["runtime_s"] == [10.0, 11.0, 12.0]
+    table = results.seeds_table(s)
+    assert "3 ± 2" in table and "3 / 1 / 5" in table and "2/3" in table
+    assert "80 ± 10" in table
+    path = results.write_summary(tmp_path, s)
+    with open(path) as f:
+        assert json.load(f) == s
+
+
+def test_summarise_seeds_non_finite_has_no_mean():
+    runs = [_seed_run(0, 3.0, 90.0), _seed_run(1, float("nan"), None)]
+    s = results.summarise_seeds(runs, metrics=["arms/a/acc"])
+    assert s["claims"][0]["measured"] == [3.0, None] and s["claims"][0]["mean"] is None
+    assert s["metrics"]["arms/a/acc"]["mean"] is None
+    assert "-" in results.seeds_table(s)
+
+
+@pytest.mark.parametrize("mutate, metrics, match", [
+    (lambda rs: rs[1].update(paper="q"), (), "runs differ in 'paper'"),
+    (lambda rs: rs[1].update(seed=0), (), r"repeated seeds \[0, 0\]"),
+    (lambda rs: rs[1]["claims"].pop(), (), "seed 1 has claims"),
+    (lambda rs: None, ["arms/b/acc"], "metric 'arms/b/acc' is not in every run's metrics"),
+    (lambda rs: None, ["arms/a"], "must be a number in every run"),
+    (lambda rs: rs.clear(), (), "at least one results dict"),
+])
+def test_summarise_seeds_errors(mutate, metrics, match):
+    runs = [_seed_run(0, 3.0, 90.0), _seed_run(1, 1.0, 80.0)]
+    mutate(runs)
+    with pytest.raises(ValueError, match=match):
+        results.summarise_seeds(runs, metrics=metrics)
