@@ -16,7 +16,6 @@ from absl import logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
-from icml26_jax.core import results  # noqa: E402
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "grace", "configs.py")
@@ -39,17 +38,9 @@ def main(argv):
     if not config.seeds:
         train.run(config, COMMON.workdir.value)
         return
-    runs = []
-    for seed in config.seeds:  # the confirmatory run: one workdir per seed
-        cfg = config.copy_and_resolve_references()
-        cfg.seed = int(seed)
-        workdir = os.path.join(COMMON.workdir.value, f"seed_{seed}")
-        train.run(cfg, workdir)
-        runs.append(results.load_results(workdir))
-    paths = [f"arms/{arm}/acc" for arm in runs[0]["metrics"]["arms"]]
-    summary = results.summarise_seeds(runs, metrics=paths + ["entropy_error/pearson_r"])
-    path = results.write_summary(COMMON.workdir.value, summary)
-    logging.info("\n%s\nsummary: %s", results.seeds_table(summary), path)
+    common.run_seeds(config, COMMON.workdir.value, train.run,
+                     metrics=lambda r: [f"arms/{a}/acc" for a in r["metrics"]["arms"]]
+                     + ["entropy_error/pearson_r"])
 
 
 if __name__ == "__main__":

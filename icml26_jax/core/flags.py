@@ -108,3 +108,34 @@ def run(main) -> None:
 
     jax.config.parse_flags_with_absl()
     app.run(_main, flags_parser=_parse_flags)
+
+
+def run_seeds(config, workdir: str, run, metrics=lambda first: ()) -> str | None:
+    """The confirmatory run: ``run(cfg, <workdir>/seed_<s>)`` for every ``s`` in
+    ``config.seeds``, then ``<workdir>/summary.json`` (``core.results.summarise_seeds``).
+
+    Args:
+      config: the experiment's ``ConfigDict`` with a ``seeds`` tuple (and a ``seed`` field
+        each copy gets).
+      workdir: parent directory of the per-seed workdirs.
+      run: the paper's ``train.run(config, workdir)``.
+      metrics: ``metrics(first_results) -> paths`` of metrics to summarise besides the claims.
+
+    Returns:
+      The summary's path (None on processes other than 0).
+    """
+    import os
+
+    from icml26_jax.core import results
+
+    runs = []
+    for seed in config.seeds:
+        cfg = config.copy_and_resolve_references()
+        cfg.seed = int(seed)
+        seed_dir = os.path.join(workdir, f"seed_{seed}")
+        run(cfg, seed_dir)
+        runs.append(results.load_results(seed_dir))
+    summary = results.summarise_seeds(runs, metrics=list(metrics(runs[0])))
+    path = results.write_summary(workdir, summary)
+    logging.info("\n%s\nsummary: %s", results.seeds_table(summary), path)
+    return path
