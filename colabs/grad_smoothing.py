@@ -133,8 +133,8 @@ print("embedding update unchanged by smoothing:",
 
 # %%
 c = configs.get_config("smoke")
-if SMOKE:  # the notebook test: fewer steps
-    c.steps, c.log_every, c.timing_steps = 40, 20, 3
+if SMOKE:  # the notebook test: fewer steps (tests/grad_smoothing runs the 40-step smoke)
+    c.steps, c.log_every, c.timing_steps = 20, 10, 3
 out = train.run(c, WORKDIR)
 print(claims_table(out["claims"]))
 m = out["metrics"]

@@ -168,9 +168,35 @@ def batches(c, lang, seeds: list[int], start: int, n: int) -> dict:
     return out
 
 
+def _tx_key(c, graphdef, steps: int) -> tuple:
+    """Everything a replica program depends on besides its inputs: the model (``graphdef``),
+    the optimiser fields :func:`make_tx` reads, and the schedule length."""
+    opt = tuple(sorted((k, repr(v)) for k, v in c.opt.to_dict().items()))
+    return graphdef, str(c.base), str(c.mode), opt, int(steps)
+
+
+# Compiled programs, reused across ``train_replicas`` calls with the same model, optimiser
+# and schedule (stages of a protocol, resumed runs): jit caches per function object, so a
+# fresh closure per call would recompile the identical program every time.
+_PROGRAMS: dict = {}
+_MAX_PROGRAMS = 32
+
+
+def _memo(key, make):
+    if key not in _PROGRAMS:
+        if len(_PROGRAMS) >= _MAX_PROGRAMS:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = make()
+    return _PROGRAMS[key]
+
+
 def _program(c, graphdef, steps: int):
     """jit(replicas, chunk of batches) -> replicas after the chunk, losses, block norms."""
+    return _memo(("train",) + _tx_key(c, graphdef, steps),
+                 lambda: _make_program(copy.deepcopy(c), graphdef, steps))
 
+
+def _make_program(c, graphdef, steps: int):
     def one(params, rest, opt_state, lr, matrix, chunk):
         step = lm_train.make_train_step(graphdef, make_tx(c, lr, matrix, steps))
 
@@ -186,15 +212,30 @@ def _program(c, graphdef, steps: int):
     return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 1)), donate_argnums=(0, 2))
 
 
+def _init_program(c, graphdef, steps: int):
+    """jit(replicas) -> their optimiser states (the state does not depend on lr or arm)."""
+    def make():
+        tx0 = make_tx(copy.deepcopy(c), 1.0, np.eye(c.depth, dtype=np.float32), steps)
+        return jax.jit(jax.vmap(promotion_safe(tx0).init))
+    return _memo(("init", int(c.depth)) + _tx_key(c, graphdef, steps), make)
+
+
 def _eval_program(graphdef):
     """jit(replicas, val batch, probe batch) -> (val nll sum, count, adjacent CKA [R, L-1])."""
 
-    def one(params, rest, val, probe):
-        r = lm_train.eval_step(graphdef, params, rest, val)
-        _, inter = lm_train.forward(graphdef, params, rest, probe, return_intermediates=True)
-        return r["nll"], r["count"], metrics.adjacent_cka(inter["hidden"])
+    def make():
+        def one(params, rest, val, probe):
+            r = lm_train.eval_step(graphdef, params, rest, val)
+            _, inter = lm_train.forward(graphdef, params, rest, probe,
+                                        return_intermediates=True)
+            return r["nll"], r["count"], metrics.adjacent_cka(inter["hidden"])
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
+        return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
+
+    return _memo(("eval", graphdef), make)
+
+
+_update_cosine = jax.jit(jax.vmap(metrics.adjacent_update_cosine))
 
 
 def _shard(tree, mesh, dim: int = 0):
@@ -236,11 +277,10 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
                                         "arms": arms, "alphas": alphas})
     with jax.set_mesh(mesh):
         params, rest = _shard(params, mesh), _shard(rest, mesh)
-        tx0 = make_tx(c, 1.0, np.eye(c.depth, dtype=np.float32), c.steps)
-        opt_state = _shard(jax.jit(jax.vmap(promotion_safe(tx0).init))(params), mesh)
+        opt_state = _shard(_init_program(c, graphdef, c.steps)(params), mesh)
         mats_s, lr_s, init_s = _shard(mats, mesh), _shard(lr, mesh), _shard(init, mesh)
         program, evaluate = _program(c, graphdef, c.steps), _eval_program(graphdef)
-        cos = jax.jit(jax.vmap(metrics.adjacent_update_cosine))
+        cos = _update_cosine
 
         def advance(state, logs, s0, n):
             params, opt_state = state

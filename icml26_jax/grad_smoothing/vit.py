@@ -13,6 +13,7 @@ of a stage are one vmapped program, checkpointed every ``log_every_epochs`` epoc
 
 from __future__ import annotations
 
+import copy
 import os
 
 import jax
@@ -131,6 +132,41 @@ def _build(v, seeds, image_size, num_classes, channels):
     return graphdef, jax.tree.map(stack, *ps), jax.tree.map(stack, *rs)
 
 
+def _programs(cv, graphdef, steps: int):
+    """(train program, eval program) of the ViT replicas, compiled once per (model,
+    optimiser, schedule) and reused across calls (see ``train._memo``)."""
+    from icml26_jax.grad_smoothing import train as gtrain
+
+    def make():
+        cfg = copy.deepcopy(cv)
+
+        def one_train(params, rest, opt_state, lr, matrix, chunk_batches):
+            step = lm_train.make_train_step(graphdef, gtrain.make_tx(cfg, lr, matrix, steps),
+                                            loss=vit_loss)
+
+            def body(carry, batch):
+                p, o = carry
+                p, o, m = step(p, rest, o, batch)
+                return (p, o), m["loss"]
+
+            (params, opt_state), loss = jax.lax.scan(body, (params, opt_state),
+                                                     chunk_batches)
+            return params, opt_state, loss
+
+        def one_eval(params, rest, patches, labels, mask):
+            logits = nnx.merge(graphdef, params, rest).forward_patches(patches)
+            nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+            acc = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+            tot = jnp.maximum(mask.sum(), 1.0)
+            return (nll * mask).sum() / tot, (acc * mask).sum() / tot
+
+        return (jax.jit(jax.vmap(one_train, in_axes=(0, 0, 0, 0, 0, 1)),
+                        donate_argnums=(0, 2)),
+                jax.jit(jax.vmap(one_eval)))
+
+    return gtrain._memo(("vit",) + gtrain._tx_key(cv, graphdef, steps), make)
+
+
 def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name: str) -> dict:
     """Trains ViT replicas ``n = (seeds[n], splits[n] = (train_idx, test_idx), arms[n],
     lrs[n])`` for ``full.vit.epochs`` epochs; batch order is a function of (seed, split).
@@ -171,27 +207,7 @@ def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name
             ys.append(y[np.stack(idx)])
         return {"patches": np.stack(xs), "labels": np.stack(ys)}
 
-    def one_train(params, rest, opt_state, lr, matrix, chunk_batches):
-        step = lm_train.make_train_step(graphdef, gtrain.make_tx(cv, lr, matrix, steps),
-                                        loss=vit_loss)
-
-        def body(carry, batch):
-            p, o = carry
-            p, o, m = step(p, rest, o, batch)
-            return (p, o), m["loss"]
-
-        (params, opt_state), loss = jax.lax.scan(body, (params, opt_state), chunk_batches)
-        return params, opt_state, loss
-
-    def one_eval(params, rest, patches, labels, mask):
-        logits = nnx.merge(graphdef, params, rest).forward_patches(patches)
-        nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-        acc = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-        tot = jnp.maximum(mask.sum(), 1.0)
-        return (nll * mask).sum() / tot, (acc * mask).sum() / tot
-
-    program = jax.jit(jax.vmap(one_train, in_axes=(0, 0, 0, 0, 0, 1)), donate_argnums=(0, 2))
-    evaluate = jax.jit(jax.vmap(one_eval))
+    program, evaluate = _programs(cv, graphdef, steps)
     logs = {"epochs": np.minimum(np.arange(1, K + 1) * v.log_every_epochs, v.epochs),
             "train_loss": np.zeros((K, R), np.float32),
             "test_loss": np.zeros((K, R), np.float32),

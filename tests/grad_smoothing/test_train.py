@@ -131,7 +131,7 @@ def test_smoke_run_writes_claims(tmp_path):
     from icml26_jax.core import results
 
     c = configs.get_config("smoke")
-    c.steps, c.log_every, c.timing_steps = 40, 20, 3
+    c.steps, c.log_every, c.timing_steps = 40, 20, 3  # 20 steps leave the loss > log 64
     out = train.run(c, str(tmp_path))
     d = results.load_results(tmp_path)
     results.validate_results(d)
@@ -169,7 +169,9 @@ def test_full_config_errors(field, value, match):
 
 @pytest.mark.slow
 def test_protocol_selects_alpha_and_mode(tmp_path):
-    c = _tiny(lrs=(2e-3,), eval_seeds=(0,), selection_seeds=(100, 101))
+    # Two lrs: stage 1 and the plain alpha sweep (2 alphas x 2 seeds) are both 4 replicas,
+    # one compiled program.
+    c = _tiny(lrs=(2e-3, 4e-3), eval_seeds=(0,), selection_seeds=(100, 101))
     lang = train.language(c)
     out = train.protocol(c, lang, str(tmp_path), alpha_modes=[(0.2, "plain"), (1.0, "plain"),
                                                               (0.2, "norm")])
@@ -238,9 +240,13 @@ def test_full_run_tiny_writes_all_claims(tmp_path):
     c = configs.get_config("full")
     c.depth, c.model.d_model, c.model.num_heads = 5, 8, 2
     c.steps, c.log_every, c.seq_len, c.batch_size = 4, 2, 16, 4
-    c.eval_seeds, c.lrs, c.val_size, c.probe_size, c.timing_steps = (0,), (2e-3,), 8, 4, 2
+    # Every LM stage has 6 replicas (2 arms x 3 lrs, 3 alphas x 2 selection seeds, 3 arms x
+    # 2 eval seeds), so each (optimiser, depth) compiles one program, not one per stage.
+    c.eval_seeds, c.lrs, c.val_size, c.probe_size = (0, 1), (1e-3, 2e-3, 4e-3), 8, 4
+    c.timing_steps = 2
     c.hmm.update(num_states=16, vocab_size=12, num_successors=3, num_emissions=4)
-    c.full.update(alphas=(0.2,), modes=("plain",), muon_lrs=(0.02,), compare_depth=4)
+    c.full.update(alphas=(0.1, 0.2, 0.4), modes=("plain",), muon_lrs=(0.01, 0.02, 0.04),
+                  compare_depth=4)
     c.full.vit.update(dict(depth=4, d_model=8, num_heads=2, epochs=1, log_every_epochs=1,
                            folds=2, seeds=(0,), lrs=(3e-3,), batch_size=64))
     train.run(c, str(tmp_path))

@@ -90,8 +90,9 @@ def test_vit_replicas_paired_and_alpha_zero_is_base(tmp_path):
     # alpha = 0: the smoothed arm is exactly the base arm (same init, same batches).
     np.testing.assert_allclose(logs["test_loss"][:, 0], logs["test_loss"][:, 1], rtol=1e-6)
     assert abs(float(logs["test_loss"][-1, 0] - logs["test_loss"][-1, 2])) > 1e-6  # seed 1
+    # Same replica layout as above, so the compiled program is reused (alpha is data).
     c = _tiny_vit(alpha=0.4)
-    sm = vit.train_vit_replicas(c, x, y, [fs[0]] * 2, [0, 0], ["base", "smoothed"], [3e-3] * 2,
-                                ckpt_dir=str(tmp_path / "b"), name="t")
+    sm = vit.train_vit_replicas(c, x, y, [fs[0]] * 3, [0, 0, 1], ["base", "smoothed", "base"],
+                                [3e-3] * 3, ckpt_dir=str(tmp_path / "b"), name="t")
     np.testing.assert_allclose(sm["test_loss"][:, 0], logs["test_loss"][:, 0], rtol=1e-6)
     assert abs(float(sm["test_loss"][-1, 1] - sm["test_loss"][-1, 0])) > 1e-6
