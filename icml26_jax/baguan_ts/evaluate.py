@@ -143,14 +143,12 @@ def evaluate(c, pre: dict, main: str, icfg: predict.InferenceConfig, key) -> dic
 def _examples(syn, real, fc_syn, fc_real) -> dict:
     """A few last-origin forecasts for the forecasts figure."""
     out = {}
-    picks = [t for fam in ("covariate", "spike", "synthetic_energy")
-             for t in syn if t.family == fam][:1] + real[:1]
     by_family = {}
     for t in syn:
         by_family.setdefault(t.family, t)
     picks = list(by_family.values()) + real[:1]
     for t in picks:
-        fc = fc_syn if t in syn else fc_real
+        fc = fc_syn if t.name in fc_syn["baguan"] else fc_real
         yt, _, _, ys = windows(t)[-1]
         out[t.name] = {"history": yt[-3 * t.M:].tolist(), "truth": ys.tolist(),
                        "mean": fc["baguan"][t.name][0][-1].tolist(),
