@@ -27,11 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from icml26_jax.baguan_ts import losses, normalize, retrieval
+from icml26_jax.baguan_ts.configs import MODES, RAGS
 
 F_MAX = 3  # covariate columns every series is padded to (the prior draws F in 0..3)
 CLIP = 10.0  # normalised targets live in the bar borders [-10, 10]
-RAGS = ("Yscl", "recent", "random", "NA")
-MODES = ("3d", "2d")
 
 
 @dataclasses.dataclass(frozen=True)
