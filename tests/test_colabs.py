@@ -232,12 +232,27 @@ def _check_grace(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb)
 
 
+def _check_baguan_ts(text: str, nb, workdir: pathlib.Path) -> None:
+    # RBfcst on a pure sinusoid: supports sit whole periods from the query, before the origin.
+    assert "(start - query start) mod period: [0]" in text
+    assert "every support ends before the origin: True" in text
+    assert "bar density integrates to 1.0000" in text
+    m = re.search(r"max \|f\(-y\) \+ f\(y\)\| \(mean, quantiles\): (\S+) (\S+)", text)
+    assert m and float(m.group(1)) < 1e-4 and float(m.group(2)) < 1e-4
+    res = results.load_results(workdir)
+    assert res["paper"] == "baguan_ts" and len(res["claims"]) == 10
+    # The saved forecaster reloads (orbax) and forecasts a new series.
+    assert "reloaded: d=32, layers=2, bins=64" in text
+    assert re.search(r"elnino, last origin: WQL \d", text)
+    assert _has_png(nb)
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
                   "simplicity_bias": _check_simplicity_bias,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
-                  "grace": _check_grace}
+                  "grace": _check_grace, "baguan_ts": _check_baguan_ts}
 
 
 @pytest.mark.notebook

@@ -71,6 +71,8 @@ def validate_config(c) -> None:
     bad = [t for t in c.real_tasks if t not in data_real.REAL_TASKS]
     if bad:
         raise ValueError(f"real_tasks must be a subset of {data_real.REAL_TASKS}, got {bad}")
+    if int(c.eval_workers) < 0:
+        raise ValueError(f"eval_workers must be >= 0, got {c.eval_workers}")
     if int(c.n_synthetic) < 1:
         raise ValueError(f"n_synthetic must be >= 1, got {c.n_synthetic}")
     if int(c.context_len) < int(c.M) + max(c.train.horizons):

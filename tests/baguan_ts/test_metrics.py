@@ -187,3 +187,13 @@ def test_errors_name_the_argument():
         metrics.bootstrap_ci(np.mean, np.ones(4), jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match=r"level must be in \(0, 1\)"):
         metrics.bootstrap_ci(np.mean, np.ones(4), jax.random.key(0), level=95)
+
+
+def test_mase_scale_matches_fev():
+    # Parity with fev's seasonal error (the MASE / SQL denominator), NaNs skipped.
+    fev_metrics = pytest.importorskip("fev.metrics")
+    arrays = [np.array([1.0, 2.0, np.nan, 4.0, 5.0, 7.0]),
+              np.array([10.0, 20.0, 35.0, 40.0, 50.0, 61.0, 70.0, 80.0, 90.0])]
+    ref = fev_metrics._seasonal_error_per_item(arrays, 2, np.abs)
+    ours = [metrics.naive_scale(a, 2) for a in arrays]
+    np.testing.assert_allclose(ours, ref, rtol=1e-12)
