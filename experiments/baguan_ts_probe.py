@@ -95,10 +95,12 @@ def sinusoid_probe() -> dict:
             logging.info("step %d: NLL %.3f", s + 1, nll[s - 99:s + 1].mean())
     per100 = [float(nll[i:i + 100].mean()) for i in range(0, STEPS.value, 100)]
     plateau = float(np.median(nll[100:300])) if STEPS.value >= 300 else float("nan")
-    left = np.flatnonzero(nll[100:] < plateau - 0.1)
+    # Left the plateau: the first step whose trailing 50-step mean is 0.1 nats below it.
+    smooth = np.convolve(nll, np.ones(50) / 50, mode="valid")  # smooth[i] = mean nll[i:i+50]
+    left = np.flatnonzero(smooth[100:] < plateau - 0.1)
     return {"nll_per_100": per100, "plateau_nll": plateau,
             "final_nll": float(nll[-50:].mean()),
-            "escape_step": int(100 + left[0]) if left.size else None}
+            "escape_step": int(100 + left[0] + 49) if left.size else None}
 
 
 def prior_probe() -> dict:
