@@ -61,8 +61,6 @@ def _median_time(fn, repeats: int) -> float:
 
 def layer_cost(graphdef, params, repeats: int) -> dict:
     """Seconds of the 3D layer stack for K in ``SWEEP`` supports (same B, M, F)."""
-    model = nnx.merge(graphdef, params)
-    g, p = nnx.split(model, nnx.Param)
     out = {}
     for K in SWEEP:
         rng = np.random.default_rng(K)
@@ -70,8 +68,8 @@ def layer_cost(graphdef, params, repeats: int) -> dict:
         feat = jnp.asarray(rng.standard_normal((B, K + 1, M, F)), jnp.float32)
         targ = jnp.asarray(rng.standard_normal((B, K + 1, M, 1)), jnp.float32)
         mask = jnp.ones((B, K + 1), bool)
-        fn = jax.jit(lambda p, f, t, m: nnx.merge(g, p).tokens(f, t, m, H=16))
-        out[f"K{K}"] = _median_time(lambda: fn(p, feat, targ, mask), repeats)
+        fn = jax.jit(lambda p, f, t, m: nnx.merge(graphdef, p).tokens(f, t, m, H=16))
+        out[f"K{K}"] = _median_time(lambda: fn(params, feat, targ, mask), repeats)
     out["ratio_16_over_8"] = out["K16"] / out["K8"]
     # Least-squares line through the sweep: seconds = a + b * K (near-linear if it fits).
     ks = np.asarray(SWEEP, np.float64)

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -65,22 +66,14 @@ def tf_matrix(texts) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(len(texts), N_BUCKETS))
 
 
-def _sketch_maps() -> tuple[np.ndarray, np.ndarray]:
-    """Bucket -> (sketch dim, sign), from blake2b of the bucket index (fixed)."""
+@functools.lru_cache(maxsize=None)
+def sketch_matrix() -> sp.csr_matrix:
+    """The fixed count-sketch [N_BUCKETS, SKETCH_DIM]: bucket b goes to one dimension with a
+    sign, both from blake2b of the bucket index."""
     h = np.array([_h64(f"sketch:{b}") for b in range(N_BUCKETS)], dtype=np.uint64)
     dims = (h % np.uint64(SKETCH_DIM)).astype(np.int64)
     signs = np.where((h >> np.uint64(63)) & np.uint64(1), 1.0, -1.0)
-    return dims, signs
-
-
-_SKETCH = None
-
-
-def sketch_maps() -> tuple[np.ndarray, np.ndarray]:
-    global _SKETCH
-    if _SKETCH is None:
-        _SKETCH = _sketch_maps()
-    return _SKETCH
+    return sp.csr_matrix((signs, (np.arange(N_BUCKETS), dims)), shape=(N_BUCKETS, SKETCH_DIM))
 
 
 class HashState(NamedTuple):
@@ -133,9 +126,7 @@ class HashEmbedder:
         """``[n, 640]`` float32 unit vectors."""
         texts = list(texts)
         X = (tf_matrix(texts) @ sp.diags(state.idf)).tocsr()
-        dims, signs = sketch_maps()
-        S = sp.csr_matrix((signs, (np.arange(N_BUCKETS), dims)), shape=(N_BUCKETS, SKETCH_DIM))
-        sk = np.asarray((X @ S).todense())
+        sk = np.asarray((X @ sketch_matrix()).todense())
         lsa = np.asarray(X[:, state.active] @ state.basis)
         parts = []
         for p in (sk, lsa):
