@@ -1,16 +1,23 @@
-"""Passive retrieval primitives of the baselines (spec §Baselines and peers).
+"""Passive baselines (spec §Baselines and peers): what a retrieve-then-reason pipeline reads.
 
-In progress: the scoring cores that the graph-level baselines (``dense_topk``, ``bm25_topk``,
-``graph_expand``, ``ppr_retrieve``, ``full_context``) will wrap once the memory graph exists:
+Every method returns a :class:`Retrieval` (content ids, best first, and the cost counters
+:func:`cost` counts the same way as :func:`icml26_jax.mragent.agent.reconstruct`), and every
+method's evidence goes through the same
+:func:`~icml26_jax.mragent.reasoner.extractive_answer`:
 
-* :func:`topk_ids` -- the top k by score, ties broken by the smaller id (every method uses
-  it, so equal scores never reorder between methods);
-* :class:`BM25` -- Okapi BM25 (k1 = 1.5, b = 0.75) with rank-bm25's idf
-  ``log((N - n + 0.5) / (n + 0.5))`` and its floor for negative idfs (``epsilon`` x the mean
-  idf), so scores equal ``rank_bm25.BM25Okapi``;
-* :func:`personalized_pagerank` -- power iterations in jnp on an undirected weighted graph,
-  teleporting to the seed distribution, dangling mass returned to the seeds (networkx's
-  convention); damping 0.85, 50 iterations by default (HippoRAG-lite).
+* :func:`dense_topk` -- the top k contents by cos(e_q, e_content);
+* :func:`bm25_topk` -- Okapi BM25 (k1 = 1.5, b = 0.75) over the stemmed content words; the
+  scorer :class:`BM25` equals rank-bm25's ``BM25Okapi`` (idf ``log((N - n + .5) / (n + .5))``
+  with its epsilon floor);
+* :func:`graph_expand` -- every content of every tag of every question cue (1 hop), plus the
+  contents of all cues of those contents (2 hops); no pruning (A-Mem / GraphRAG-lite); capped
+  at ``READ_CAP`` reads, and the cap is reported;
+* :func:`ppr_retrieve` -- personalised PageRank on the undirected cue-content graph seeded by
+  the question cues, damping 0.85, 50 power iterations in jnp (:func:`personalized_pagerank`
+  equals ``networkx.pagerank`` with a personalisation; HippoRAG-lite);
+* :func:`full_context` -- the latest contents that fit a token budget.
+
+:func:`topk_ids` breaks equal scores by the smaller id, so ties never reorder between methods.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import re
 from typing import NamedTuple
 
 import jax
@@ -75,12 +83,13 @@ class BM25:
 
 @functools.partial(jax.jit, static_argnames=("iters",))
 def _ppr(W, p, damping, iters):
+    """Power iterations for seed distributions ``p`` [..., n] (a batch shares ``W``)."""
     deg = W.sum(axis=1)
     P = jnp.where(deg[:, None] > 0, W / jnp.where(deg > 0, deg, 1.0)[:, None], 0.0)
     dangling = deg == 0
 
     def step(x, _):
-        lost = jnp.sum(jnp.where(dangling, x, 0.0))
+        lost = jnp.sum(jnp.where(dangling, x, 0.0), axis=-1, keepdims=True)
         return damping * (x @ P + lost * p) + (1.0 - damping) * p, None
 
     x, _ = jax.lax.scan(step, p, None, length=iters)
@@ -111,3 +120,120 @@ def personalized_pagerank(weights, seeds, damping: float = 0.85, iters: int = 50
              jnp.float32(damping), int(iters))
     x = np.asarray(x, np.float64)
     return x / x.sum()
+
+
+# ----------------------------------------------------------------------------- graph level
+
+READ_CAP = 5000  # spec Pitfalls: the speakers' cues own hundreds of contents
+
+
+def shown_chars(graph, ids) -> int:
+    """Characters shown to a reasoner for these contents: id, date and text (the same count
+    for every method)."""
+    return sum(len(graph.content_text[i]) + len(graph.content_id[i]) + 14 for i in ids)
+
+
+def cost(graph, question: str, ids, *, tool_calls: int = 1, cap_hit: bool = False) -> dict:
+    """The cost counters of a passive method that shows ``ids`` once."""
+    return {"contents_read": len(ids), "tags_read": 0,
+            "tokens": (len(question) + shown_chars(graph, ids)) / 4.0,
+            "tool_calls": tool_calls, "rounds": 1, "cap_hit": bool(cap_hit)}
+
+
+def _retrieval(graph, question, ids, **kw) -> Retrieval:
+    ids = tuple(int(i) for i in ids)
+    return Retrieval(ids, cost(graph, question, ids, **kw))
+
+
+def dense_topk(graph, plan, k: int) -> Retrieval:
+    """The top ``k`` contents by cos(e_q, e_content)."""
+    return _retrieval(graph, plan.question, topk_ids(graph.content_emb @ plan.q_emb, k))
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """BM25's tokens: lowercased, stemmed words (:func:`icml26_jax.mragent.metrics.stem`)."""
+    from icml26_jax.mragent.metrics import stem
+    return [stem(w) for w in _WORDS.findall(str(text).lower())]
+
+
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=64)
+def _bm25_index(graph_key, texts: tuple[str, ...]) -> BM25:
+    return BM25([bm25_tokens(t) for t in texts])
+
+
+def bm25_topk(graph, plan, k: int) -> Retrieval:
+    """The top ``k`` contents by Okapi BM25 of the question's tokens."""
+    index = _bm25_index(graph.sample_id, graph.content_text)
+    return _retrieval(graph, plan.question, topk_ids(index.scores(bm25_tokens(plan.question)), k))
+
+
+def graph_expand(graph, plan, hops: int) -> Retrieval:
+    """All contents of all tags of all question cues (``hops`` = 1), plus the contents of all
+    cues of those contents (``hops`` = 2). No pruning; capped at ``READ_CAP`` reads."""
+    if hops not in (1, 2):
+        raise ValueError(f"hops must be 1 or 2, got {hops!r}")
+    seen: dict[int, None] = {}
+    for c in plan.cues:
+        for i in graph.contents_of(c):
+            seen.setdefault(int(i))
+    if hops == 2:
+        cues = dict.fromkeys(q for i in list(seen) for q in graph.content_cues[i])
+        for c in cues:
+            for i in graph.contents_of(c):
+                seen.setdefault(int(i))
+    ids = list(seen)
+    cap_hit = len(ids) > READ_CAP
+    # Best first (the answerer does not care; the order only matters at the cap).
+    ids = [ids[j] for j in topk_ids(graph.content_emb[ids] @ plan.q_emb, READ_CAP)] if ids else []
+    return _retrieval(graph, plan.question, ids, tool_calls=1 + hops, cap_hit=cap_hit)
+
+
+def ppr_scores(graph, seed_sets, damping: float = 0.85, iters: int = 50) -> np.ndarray:
+    """[len(seed_sets), n_contents] personalised PageRank of the contents, one row per
+    question, on the undirected cue-content graph (nodes: contents then cues; padded to a
+    multiple of 256 so conversations share one program). Empty seed sets give zeros."""
+    C, Q = graph.n_contents, graph.n_cues
+    n = C + Q
+    n_pad = 256 * math.ceil(n / 256)
+    W = np.zeros((n_pad, n_pad), np.float32)
+    e = graph.edges
+    W[e[:, 2], C + e[:, 0]] = 1.0
+    W[C + e[:, 0], e[:, 2]] = 1.0
+    P = np.zeros((len(seed_sets), n_pad), np.float32)
+    for r, seeds in enumerate(seed_sets):
+        for c in seeds:
+            P[r, C + int(c)] = 1.0
+    live = P.sum(1) > 0
+    P[live] /= P[live].sum(1, keepdims=True)
+    if not live.any():
+        return np.zeros((len(seed_sets), C))
+    x = np.array(_ppr(jnp.asarray(W), jnp.asarray(P), jnp.float32(damping), int(iters)))
+    x[~live] = 0.0
+    return x[:, :C]
+
+
+def ppr_retrieve(graph, plan, k: int, scores: np.ndarray | None = None) -> Retrieval:
+    """The top ``k`` contents by personalised PageRank seeded by the question's cues
+    (``scores``: this question's precomputed row of :func:`ppr_scores`)."""
+    if scores is None:
+        scores = ppr_scores(graph, [plan.cues])[0]
+    if not plan.cues:
+        return _retrieval(graph, plan.question, [])
+    return _retrieval(graph, plan.question, topk_ids(scores, k))
+
+
+def full_context(graph, plan, token_budget: int) -> Retrieval:
+    """The latest contents (by conversation order) whose text fits ``token_budget`` tokens."""
+    if token_budget < 1:
+        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+    ids, used = [], len(plan.question) / 4.0
+    for i in range(graph.n_contents - 1, -1, -1):
+        t = shown_chars(graph, [i]) / 4.0
+        if used + t > token_budget:
+            break
+        ids.append(i)
+        used += t
+    return _retrieval(graph, plan.question, ids)

@@ -135,3 +135,31 @@ class HashEmbedder:
         v = np.concatenate(parts, axis=1)
         nrm = np.linalg.norm(v, axis=1, keepdims=True)
         return (v / np.where(nrm > 0, nrm, 1.0)).astype(np.float32)
+
+
+class Fitted:
+    """A fitted :class:`HashEmbedder` bound to its state: ``encode(texts) -> [n, 640]``.
+
+    Repeated texts (tags, cues, a content embedded for clustering and again for the graph)
+    are served from a per-object cache, so every method sees bit-identical vectors.
+    """
+
+    def __init__(self, embedder: HashEmbedder, state: HashState):
+        self.embedder, self.state = embedder, state
+        self.dim = embedder.dim
+        self._cache: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def fit(cls, texts, seed: int = 0) -> "Fitted":
+        emb = HashEmbedder(seed=seed)
+        return cls(emb, emb.fit(texts))
+
+    def encode(self, texts) -> np.ndarray:
+        texts = [str(t) for t in texts]
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if todo:
+            for t, v in zip(todo, self.embedder.encode(self.state, todo)):
+                self._cache[t] = v
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([self._cache[t] for t in texts])

@@ -19,14 +19,35 @@ _PUNCT = re.compile("[" + re.escape(string.punctuation) + "]")
 _DROP = {"a", "an", "the", "and"}
 
 
+_IRREGULAR = {"bought": "buy", "gave": "give", "given": "give", "took": "take",
+              "taken": "take", "went": "go", "gone": "go", "got": "get", "gotten": "get",
+              "found": "find", "ran": "run", "met": "meet", "left": "leave", "made": "make",
+              "sold": "sell", "told": "tell", "said": "say", "came": "come", "grew": "grow",
+              "flew": "fly", "began": "begin", "brought": "bring", "thought": "think",
+              "felt": "feel", "kept": "keep", "won": "win", "wrote": "write", "saw": "see",
+              "taught": "teach", "learnt": "learn", "spent": "spend", "built": "build"}
+
+
 def stem(word: str) -> str:
-    """A light suffix stemmer [R]: plural and verb endings (``-ies``, ``-es``, ``-s``,
-    ``-ing``, ``-ed``), never shorter than 3 letters."""
-    w = word
-    for suf, rep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", "e"),
-                     ("s", "")):
-        if w.endswith(suf) and len(w) - len(suf) + len(rep) >= 3 and not w.endswith("ss"):
-            return w[: len(w) - len(suf)] + rep
+    """A light suffix stemmer [R]: plurals (``-ies``, ``-sses``, ``-es``, ``-s``), then verb
+    endings (``-ing``, ``-ed``) when a vowel remains, then a doubled final consonant and a
+    final ``e`` (stems >= 4 letters); common irregular verbs map to their base ("bought" ->
+    "buy"). So "moved" = "move" = "moving" -> "mov" and
+    "siblings" = "sibling" -> "sibl"."""
+    w = _IRREGULAR.get(word, word)
+    for suf, rep in (("ies", "y"), ("sses", "ss"), ("es", "e"), ("s", "")):
+        if w.endswith(suf) and not w.endswith("ss") and len(w) - len(suf) + len(rep) >= 3:
+            w = w[: len(w) - len(suf)] + rep
+            break
+    for suf in ("ing", "ed"):
+        base = w[: -len(suf)]
+        if w.endswith(suf) and len(base) >= 3 and re.search("[aeiouy]", base[:-1]):
+            w = base
+            if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeioulsz":
+                w = w[:-1]
+            break
+    if len(w) >= 4 and w.endswith("e") and not w.endswith("ee"):
+        w = w[:-1]
     return w
 
 
