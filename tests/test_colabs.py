@@ -247,12 +247,27 @@ def _check_baguan_ts(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb)
 
 
+def _check_mragent(text: str, nb, workdir: pathlib.Path) -> None:
+    m = re.search(r"(\d+) bridge-hard test questions; MRAgent right and dense@20 wrong on (\d+)",
+                  text)
+    assert m and int(m.group(1)) >= 20 and int(m.group(2)) >= int(m.group(1)) // 2, m
+    # The walked example: MRAgent answered right, and the bridge was not in dense's top 20.
+    assert re.search(r"harvest keywords of: ", text)
+    assert "the bridge turn" in text and "among them: False" in text
+    res = results.load_results(workdir)
+    assert res["paper"] == "mragent" and res["variant"] == "smoke"
+    assert res["claims"] and all(c["holds"] for c in res["claims"]), res["claims"]
+    assert (workdir / "em_vs_contents.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
                   "simplicity_bias": _check_simplicity_bias,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
-                  "grace": _check_grace, "baguan_ts": _check_baguan_ts}
+                  "grace": _check_grace, "baguan_ts": _check_baguan_ts,
+                  "mragent": _check_mragent}
 
 
 @pytest.mark.notebook

@@ -80,6 +80,7 @@ class Trace(NamedTuple):
     tool_calls: int
     rounds: int
     cap_hit: bool = False
+    round_calls: tuple[int, ...] = ()  # tool calls made in each round
 
 
 def match(graph: MemoryGraph, plan: QueryPlan, min_cues: int = 2) -> np.ndarray:
@@ -172,6 +173,7 @@ def reconstruct(graph: MemoryGraph, question: str, reasoner, budget: Budget = Bu
     inspected: set[int] = set()
     actions: list = []
     calls = rounds = tags_read = 0
+    round_calls: list[int] = []
     answer = None
     ent = {i for i, t in enumerate(graph.cue_type) if t in ENTITY_TYPES}
     max_rounds = 1 if ablation == "single_step" else budget.max_rounds
@@ -205,6 +207,7 @@ def reconstruct(graph: MemoryGraph, question: str, reasoner, budget: Budget = Bu
                 break
             limit = min(budget.max_calls_per_round, budget.max_calls - calls)
         progressed = False
+        round_calls.append(len(acts[:limit]))
         for a in acts[:limit]:
             calls += 1
             actions.append(a)
@@ -244,4 +247,4 @@ def reconstruct(graph: MemoryGraph, question: str, reasoner, budget: Budget = Bu
         answer = extractive_answer(graph, plan, evidence,
                                    getattr(reasoner, "params", None) or LocalParams())
     return Trace(tuple(actions), tuple(evidence), answer, len(seen), tags_read, chars / 4.0,
-                 calls, rounds, cap_hit)
+                 calls, rounds, cap_hit, tuple(round_calls))

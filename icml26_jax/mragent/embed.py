@@ -163,3 +163,11 @@ class Fitted:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack([self._cache[t] for t in texts])
+
+
+def __getattr__(name):
+    """``embed.MiniLMEmbedder``, imported on first use (an optional extra, spec "Embedders")."""
+    if name == "MiniLMEmbedder":
+        from icml26_jax.mragent.minilm import MiniLMEmbedder
+        return MiniLMEmbedder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

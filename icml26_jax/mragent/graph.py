@@ -191,7 +191,7 @@ def _kmeans(x, n, k, key, k_pad: int, steps: int = 20):
 
     def lloyd(cent, _):
         a = assign(cent)
-        oh = jax.nn.one_hot(a, k_pad, dtype=x.dtype) * valid[:, None]
+        oh = jax.nn.one_hot(a, k_pad, dtype=x.dtype) * valid[:, None].astype(x.dtype)
         cnt = oh.sum(0)
         new = (oh.T @ x) / jnp.maximum(cnt, 1.0)[:, None]
         return jnp.where((cnt > 0)[:, None], new, cent), None
@@ -401,3 +401,7 @@ def build_graph(conv, extractor, embedder) -> MemoryGraph:
         tag_text=tag_text, tag_emb=np.asarray(embedder.encode(list(tag_text)), np.float32),
         edges=edges, cue_ptr=cue_ptr, timeline=timeline,
         turn_contents=tuple(tuple(x) for x in turn_contents), turn_ids=turn_ids)
+
+
+# The online extractor (spec §Module API lists it here); it lives in ``llm.py``.
+from icml26_jax.mragent.llm import LLMExtractor  # noqa: E402,F401

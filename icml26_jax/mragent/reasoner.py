@@ -328,3 +328,8 @@ class LocalReasoner:
         if not actions:
             return [ans]
         return actions
+
+
+# The online reasoner (spec §Module API lists it here); it lives in ``llm.py`` with the HTTP
+# client and the LLM extractor.
+from icml26_jax.mragent.llm import OpenAIReasoner  # noqa: E402,F401

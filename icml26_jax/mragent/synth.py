@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -468,6 +469,21 @@ def load_or_generate(cfg, seed: int, workdir: str | os.PathLike) -> list[Convers
     dump_locomo(convs, tmp)
     os.replace(tmp, path)
     return load_locomo(path)  # the same objects a user's file would give
+
+
+def _template_regex(tpl: str) -> re.Pattern:
+    parts = re.split(r"(\{[a-zA-Z]+\})", tpl)
+    return re.compile("".join(".*?" if p.startswith("{") else re.escape(p) for p in parts))
+
+
+_FILLER_RES = [_template_regex(t) for t in F_SMALL + F_DISTRACT]
+
+
+def filler_share(convs) -> float:
+    """Share of turns that are small talk or distractors (no fact): spec target 60-70 %."""
+    turns = [t.text for c in convs for t in c.turns()]
+    filler = sum(any(r.fullmatch(x) for r in _FILLER_RES) for x in turns)
+    return filler / max(len(turns), 1)
 
 
 def bridge_hard_mask(convs, graphs, embedder, k: int = 20) -> list[np.ndarray]:

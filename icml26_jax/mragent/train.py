@@ -137,13 +137,11 @@ def build_graphs(c, convs):
 
 
 def synthmem_stats(convs) -> dict:
-    """Shape of the benchmark: turns, filler share (turns that evidence no question), QAs."""
-    n_turns = sum(len(conv.turns()) for conv in convs)
-    cited = {(i, e) for i, conv in enumerate(convs) for q in conv.qa for e in q.evidence}
-    return {"conversations": len(convs), "turns": n_turns,
+    """Shape of the benchmark: sessions, turns, questions, filler share."""
+    return {"conversations": len(convs), "turns": sum(len(conv.turns()) for conv in convs),
             "sessions": sum(len(conv.sessions) for conv in convs),
             "questions": sum(len(conv.qa) for conv in convs),
-            "uncited_turn_share": 1.0 - len(cited) / max(n_turns, 1)}
+            "filler_share": synth.filler_share(convs)}
 
 
 # ----------------------------------------------------------------------------- methods
@@ -354,6 +352,8 @@ def run(config, workdir: str) -> dict:
     m["stage_s"] = stage
     if c.data == "synthmem":
         m["data"] = synthmem_stats([convs[i] for i in test])
+    if hasattr(reasoner, "usage"):  # online: the server's token counts next to chars / 4
+        m["llm_usage"] = dict(reasoner.usage)
     figures = []
     if distributed.is_primary():
         figures = report.plots(c, records, meta, workdir)
