@@ -44,7 +44,7 @@ import numpy as np
 from icml26_jax.mragent.metrics import stem
 from icml26_jax.mragent.schema import format_date
 from icml26_jax.mragent.timeref import resolve_time
-from icml26_jax.mragent.types import Extracted, MemoryGraph
+from icml26_jax.mragent.types import Extracted, MemoryGraph, tag_type_share
 
 STOPWORDS = frozenset("""a about above after again against all also am an and any are as at be
 because been before being below between both but by can could did do does doing down during
@@ -400,7 +400,8 @@ def build_graph(conv, extractor, embedder) -> MemoryGraph:
         cue_emb=np.asarray(embedder.encode(list(cue_text)), np.float32), cue_lookup=lookup,
         tag_text=tag_text, tag_emb=np.asarray(embedder.encode(list(tag_text)), np.float32),
         edges=edges, cue_ptr=cue_ptr, timeline=timeline,
-        turn_contents=tuple(tuple(x) for x in turn_contents), turn_ids=turn_ids)
+        turn_contents=tuple(tuple(x) for x in turn_contents), turn_ids=turn_ids,
+        tag_type_share=tag_type_share(content_tag, content_cues, cue_type, len(tag_text)))
 
 
 # The online extractor (spec §Module API lists it here); it lives in ``llm.py``.

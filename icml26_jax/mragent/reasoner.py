@@ -14,11 +14,13 @@
 
       S(c, tau) = cos(e_q, e_tau) + lambda * max_{e in E_t} cos(e_e, e_tau) * 1[c in E_t]
 
-  (lambda = 0.5), minus ``novelty`` when a content already read carries tau and names c
+  (lambda = 0.5), plus ``type_affinity`` x the share of tau's contents that name a cue of
+  the asked answer type [R] (a 2-word tag's cosine to the question is a weak signal of what
+  the topic is about; an LLM reads "moved settled" as places), minus ``novelty`` when a content already read carries tau and names c
   (the pair would mostly return what was read) [R].
   Each round it answers when the extractive answer's score is
-  >= ``tau_stop`` with margin >= ``m_stop`` (never early for "now" questions, whose first
-  value found may have been replaced later); otherwise it inspects the keywords of the best
+  >= ``tau_stop`` with margin >= ``m_stop`` (a "now" answer only once every tag of its
+  subject has been read: its first value found may have been replaced later); otherwise it inspects the keywords of the best
   new evidence (``event_keywords``: the harvest that makes step t+1 depend on step t), keeps
   the top ``tag_limit`` candidates, prunes S < ``theta`` and expands the best (plus every pair
   with S >= ``theta_hi``). Dates are read with ``conversation_time`` before answering.
@@ -37,7 +39,7 @@ import numpy as np
 from icml26_jax.mragent.graph import STOPWORDS, _initial_positions, _tokens
 from icml26_jax.mragent.metrics import stem
 from icml26_jax.mragent.schema import NOT_MENTIONED, format_date
-from icml26_jax.mragent.types import (ANSWER_TYPES, Answer, EventKeywords, ExpandTag,
+from icml26_jax.mragent.types import (ANSWER_TYPES, CUE_TYPES, Answer, EventKeywords, ExpandTag,
                                       MemoryGraph, QueryPlan, QueryTime, View)
 
 ENTITY_TYPES = ("person", "place", "org", "animal", "event", "thing")
@@ -60,6 +62,7 @@ class LocalParams(NamedTuple):
     tau_abstain: float = 0.25  # below: "Not mentioned in the conversation"
     link_bonus: float = 0.3  # the answerer's chain bonus
     now_margin: float = 0.15  # "now": latest content among candidates this close to the best
+    type_affinity: float = 0.5  # weight of the tag's share of contents of the asked type
     novelty: float = 0.5  # S penalty for a pair already covered by a read content
     tag_limit: int = 10  # candidates kept per round (TAG_LIMIT)
     harvest: int = 3  # event_keywords calls per round (best un-inspected evidence)
@@ -276,6 +279,11 @@ class LocalReasoner:
         # A tag of -1 is the no_tags ablation's "all contents of the cue": score the cue.
         temb = np.where((pairs[:, 1] < 0)[:, None], graph.cue_emb[pairs[:, 0]], temb)
         s = temb @ view.plan.q_emb
+        if view.plan.answer_type in CUE_TYPES and self.params.type_affinity:
+            # [R] What the topic is about: tags whose contents name the asked type.
+            share = graph.type_share()[np.maximum(pairs[:, 1], 0),
+                                       CUE_TYPES.index(view.plan.answer_type)]
+            s = s + self.params.type_affinity * np.where(pairs[:, 1] >= 0, share, 0.0)
         if view.evidence:
             ev = np.asarray(view.evidence, np.int64)
             best_e = (temb @ graph.content_emb[ev].T).max(axis=1)
@@ -294,9 +302,20 @@ class LocalReasoner:
     def act(self, graph: MemoryGraph, view: View) -> list:
         p = self.params
         ans, margin = answer_and_margin(graph, view.plan, view.evidence, p)
-        # A "now" question cannot stop at the first value: a later one may replace it.
         confident = ans.answer != NOT_MENTIONED and ans.confidence >= p.tau_stop and \
-            margin >= p.m_stop and not view.plan.now
+            margin >= p.m_stop
+        confirm = []
+        if confident and view.plan.now:
+            # A "now" answer may have been replaced later: it is final once every tag of its
+            # subject (the other names in its support) has been read.
+            ent = _entity_mask(graph)
+            subj = [c for c in graph.content_cues[ans.supports[0]] if ent[c]
+                    and graph.cue_text[c] != ans.answer]
+            confirm = [(c, int(t)) for c in subj for t in graph.tags_of(c)
+                       if (c, int(t)) not in view.visited]
+            confident = not confirm
+        if confirm:
+            return [ExpandTag(c, t) for c, t in confirm[: min(view.max_calls, view.calls_left)]]
         if confident:
             if view.plan.answer_type == "date" and ans.supports and \
                     ans.supports[0] not in view.inspected and view.calls_left > 0:
@@ -305,13 +324,22 @@ class LocalReasoner:
         actions: list = []
         budget = min(view.max_calls, view.calls_left)
         # Harvest: inspect the keywords of the best not-yet-inspected evidence that is linked
-        # to the question (level <= 2); unlinked sentences cannot extend the chain.
+        # to the question (level <= 2; unlinked sentences cannot extend the chain), sentences
+        # naming someone or something not yet on the frontier first (the names are in the
+        # text the reasoner read).
         if view.evidence:
+            level = dict(zip(view.evidence, link_levels(graph, view.plan, view.evidence)))
             ev = [e for e in view.evidence if e not in view.inspected]
             if ev:
-                lv = link_levels(graph, view.plan, ev)
-                sc = graph.content_emb[ev] @ view.plan.q_emb
-                order = [i for i in np.lexsort((np.asarray(ev), -sc)) if lv[i] <= 2]
+                lv = [level[e] for e in ev]
+                ent = _entity_mask(graph)
+                front = set(view.frontier)
+                new = np.asarray([any(ent[c] and c not in front for c in graph.content_cues[e])
+                                  for e in ev], np.float64)
+                sc = graph.content_emb[ev] @ view.plan.q_emb + new
+                # Closest to the question's cues first (a breadth-first walk of the chain).
+                order = [i for i in np.lexsort((np.asarray(ev), -sc, np.asarray(lv)))
+                         if lv[i] <= 2]
                 actions += [EventKeywords(int(ev[i])) for i in order[:p.harvest]]
         # Expansion: top tag_limit candidates, prune S < theta, the best (+ S >= theta_hi),
         # greedily, a tag chosen in this round counting as visited for the next choice.

@@ -48,6 +48,9 @@ class MemoryGraph(NamedTuple):
     timeline: np.ndarray  # [C] int32 content ids sorted by (day, turn, id)
     turn_contents: tuple[tuple[int, ...], ...]  # [T] the contents of each turn
     turn_ids: tuple[str, ...]  # [T] "D3:7"
+    # [G, len(CUE_TYPES)] share of each tag's contents naming a cue of each type (what a
+    # topic is about: "moved settled" -> places); None = computed on use.
+    tag_type_share: np.ndarray | None = None
 
     @property
     def n_contents(self) -> int:
@@ -62,12 +65,31 @@ class MemoryGraph(NamedTuple):
         e = self.edges[self.cue_ptr[cue]:self.cue_ptr[cue + 1]]
         return np.unique(e[:, 1])
 
+    def type_share(self) -> np.ndarray:
+        """``tag_type_share`` (computed when the graph was built without it)."""
+        if self.tag_type_share is not None:
+            return self.tag_type_share
+        return tag_type_share(self.content_tag, self.content_cues, self.cue_type,
+                              len(self.tag_text))
+
     def contents_of(self, cue: int, tag: int | None = None) -> np.ndarray:
         """Contents linked to ``cue`` (under ``tag`` only, when given), ascending ids."""
         e = self.edges[self.cue_ptr[cue]:self.cue_ptr[cue + 1]]
         if tag is not None:
             e = e[e[:, 1] == tag]
         return np.unique(e[:, 2])
+
+
+def tag_type_share(content_tag, content_cues, cue_type, n_tags: int) -> np.ndarray:
+    """[n_tags, len(CUE_TYPES)]: per tag, the share of its contents naming >= 1 cue of each
+    type."""
+    out = np.zeros((n_tags, len(CUE_TYPES)))
+    count = np.zeros(n_tags)
+    for t, cues in zip(content_tag, content_cues):
+        count[t] += 1
+        for k in {CUE_TYPES.index(cue_type[c]) for c in cues}:
+            out[t, k] += 1
+    return out / np.maximum(count, 1)[:, None]
 
 
 class QueryPlan(NamedTuple):
