@@ -20,7 +20,8 @@ import jax.numpy as jnp
 def budget_step(u, eps):
     """``eps * u / max(1, ||u||)`` over the last axis; ``u`` itself when ``eps`` is inf."""
     eps = jnp.asarray(eps, jnp.float32)
-    scale = jnp.maximum(1.0, jnp.linalg.norm(u, axis=-1, keepdims=True))
+    # sqrt(|u|^2 + tiny): the heads start at u = 0, where the plain norm's gradient is 0/0.
+    scale = jnp.maximum(1.0, jnp.sqrt(jnp.sum(u * u, axis=-1, keepdims=True) + 1e-12))
     finite = jnp.where(jnp.isinf(eps), 0.0, eps)
     return jnp.where(jnp.isinf(eps), u, finite * u / scale)
 

@@ -53,3 +53,29 @@ def test_feasibility_iou_of_a_constant_critic(small):
     iou, learned, truth = stages.feasibility_iou(g, params, n=20)
     assert learned.all()  # {V_h <= 0} is the whole grid, so IoU = |avoidable| / |grid|
     assert iou == pytest.approx(truth.mean())
+
+
+@pytest.mark.slow
+def test_flow_and_refiner_stages_run_per_seed_and_hold_the_budget(small, tmp_path):
+    from flax import nnx
+
+    from icml26_jax.safe_flow_rl import refiner
+
+    c, d = small
+    c = c.copy_and_resolve_references()
+    c.flow_steps, c.refiner_steps, c.chunk = 20, 20, 20
+    cg, cs, _ = stages.critic_stage(c, d, jax.random.key(1), str(tmp_path / "c"), 1)
+    w = stages.dataset_weights(c, cg, cs, d)
+    assert w.shape == (2, d["observations"].shape[0]) and bool((w >= 0).all())
+    fg, fp, logs = stages.flow_stage(c, d, w, jax.random.key(2), str(tmp_path / "f"), 1)
+    assert np.isfinite(logs["loss"]).all() and logs["loss"].shape == (20, 2)
+    eps = (0.1, 0.5, float("inf"))
+    rg, rp, rlogs = stages.refiner_stage(c, d, eps, (cg, cs), (fg, fp), jax.random.key(3),
+                                         str(tmp_path / "r"), 1)
+    assert rlogs["loss_stage2"].shape == (20, 2, 3) and np.isfinite(rlogs["loss_stage2"]).all()
+    s = d["observations"][:256]
+    z0 = jax.random.normal(jax.random.key(4), (256, 2))
+    for j, e in enumerate(eps[:2]):  # trained heads, finite budgets: never exceeded
+        ref = nnx.merge(rg, jax.tree.map(lambda x: x[0, j], rp))
+        _, aux = refiner.refine(ref.g_h, ref.g_r, s, z0, e / 2, e / 2)
+        assert float(aux["shift_norm"].max()) <= e + 1e-5
