@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from icml26_jax.core import results  # noqa: E402
-from icml26_jax.mragent import agent, configs, train  # noqa: E402
+from icml26_jax.mragent import configs, train  # noqa: E402
 from icml26_jax.mragent.embed import Fitted  # noqa: E402
 from icml26_jax.mragent.reasoner import LocalReasoner  # noqa: E402
 

@@ -39,7 +39,7 @@ import numpy as np
 from icml26_jax.mragent.graph import STOPWORDS, _initial_positions, _tokens
 from icml26_jax.mragent.metrics import stem
 from icml26_jax.mragent.schema import NOT_MENTIONED, format_date
-from icml26_jax.mragent.types import (ANSWER_TYPES, CUE_TYPES, Answer, EventKeywords, ExpandTag,
+from icml26_jax.mragent.types import (CUE_TYPES, Answer, EventKeywords, ExpandTag,
                                       MemoryGraph, QueryPlan, QueryTime, View)
 
 ENTITY_TYPES = ("person", "place", "org", "animal", "event", "thing")

@@ -8,7 +8,7 @@ import pytest
 
 from icml26_jax.mragent import agent, baselines, graph
 from icml26_jax.mragent.embed import Fitted
-from icml26_jax.mragent.reasoner import LocalParams, LocalReasoner, extractive_answer, make_plan
+from icml26_jax.mragent.reasoner import LocalParams, LocalReasoner, make_plan
 from icml26_jax.mragent.schema import Conversation, Session, Turn
 from icml26_jax.mragent.types import EventKeywords, ExpandTag
 

@@ -1,11 +1,8 @@
 """The flow prior's loss on a hand case, and its behaviour: weights move the flow's mass onto
 the heavily weighted actions while the unweighted term keeps the rest covered."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from flax import nnx
 
