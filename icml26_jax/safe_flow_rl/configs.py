@@ -36,6 +36,7 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.flow_steps = 6_000
     c.refiner_steps = 2_000  # per stage
     c.actor_steps = 3_000  # BC-All, BC-Safe, BC-Lag, FISOR-lite
+    c.lag_lr = 0.005  # BC-Lag's dual-ascent step on lambda [R]
     c.chunk = 1_000  # checkpoint every chunk steps
     # Feasibility weights (FISOR).
     c.alpha_c = 5.0
@@ -55,7 +56,8 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.num_candidates = 16
     c.eval_episodes = 100
     c.kappa = 5.0
-    c.seeds = ()
+    c.seeds = ()  # e.g. 0,1,2: one run per seed in <workdir>/seed_<s> and a summary
+    c.data_path = ""  # a DSRL-style .npz/.hdf5 of PointRobotHazard transitions (optional)
 
     if variant == "smoke":
         c.num_seeds = 1

@@ -222,7 +222,17 @@ class ConditionalRealNVP(nnx.Module):
         """
         a, s = self._check(a, s, "a")
         u = jnp.arctanh(jnp.clip(a, -ACTION_CLIP, ACTION_CLIP))
-        logdet = -jnp.sum(tanh_log_det(u), axis=-1)
+        z, logdet = self._inverse_couplings(u, s)
+        return z, logdet - jnp.sum(tanh_log_det(u), axis=-1)
+
+    def inverse_latent(self, u: jax.Array, s: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Inverse of :meth:`forward_latent` (the couplings only, no tanh):
+        u [..., A], s [..., O] -> (z [..., A], log|det dz/du| [...])."""
+        u, s = self._check(u, s, "u")
+        return self._inverse_couplings(u, s)
+
+    def _inverse_couplings(self, u, s):
+        logdet = jnp.zeros(u.shape[:-1], self.dtype)
         x = u
         for k in reversed(range(self.n_coupling)):
             kept, tr = self._split(x, k)

@@ -7,6 +7,7 @@ alone). Learned critics decide; there is no hand-written hazard rule anywhere in
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 
@@ -28,3 +29,36 @@ def select_min_qh(actions, qh):
     """FISOR's argmin-Q_h selection (the FISOR-lite baseline)."""
     i = jnp.argmin(qh, axis=-1)
     return jnp.take_along_axis(actions, i[..., None, None], axis=-2)[..., 0, :]
+
+
+def refined_policy(flow_graphdef, refiner_graphdef, critic_graphdefs, n: int, eps: float,
+                   deterministic: bool = False):
+    """Our deployment rule: N latents z0 ~ N(0, I) (one z0 = 0 when ``deterministic``), the
+    ordered refinement with eps_h = eps_r = eps / 2, decoding through the flow, then
+    :func:`select_action` on the frozen critics.
+
+    Returns ``act(params, key, obs [B, O]) -> a [B, A]`` with params = (refiner params, flow
+    params, critic params), pure so that evaluation can vmap it over seeds.
+    """
+    from flax import nnx
+
+    from icml26_jax.safe_flow_rl import critics
+    from icml26_jax.safe_flow_rl.refiner import refine
+
+    n = 1 if deterministic else int(n)
+
+    def act(params, key, obs):
+        rp, fp, cp = params
+        ref = nnx.merge(refiner_graphdef, rp)
+        flow = nnx.merge(flow_graphdef, fp)
+        A = flow.action_dim
+        shape = obs.shape[:1] + (n, A)
+        z0 = (jnp.zeros(shape, jnp.float32) if deterministic
+              else jax.random.normal(key, shape, jnp.float32))
+        s = jnp.broadcast_to(obs[:, None, :], obs.shape[:1] + (n,) + obs.shape[-1:])
+        z2, _ = refine(ref.g_h, ref.g_r, s, z0, eps / 2.0, eps / 2.0)
+        cand = flow(z2, s)
+        qh, qr, _ = critics.q_values(critic_graphdefs, cp, s, cand)
+        return select_action(cand, qh, qr)
+
+    return act

@@ -14,6 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from icml26_jax.core import checkpoint
 from icml26_jax.safe_flow_rl import critics, envs
@@ -37,6 +38,42 @@ def sample_batch(data: dict, key, batch_size: int) -> dict:
 def critic_config(c) -> critics.CriticConfig:
     return critics.CriticConfig(gamma=float(c.gamma), expectile_h=float(c.expectile_h),
                                 expectile_r=float(c.expectile_r), lr=float(c.lr))
+
+
+def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
+              fingerprint: int, name: str, message):
+    """Trains every seed at once for ``steps`` steps in resumable chunks (orbax).
+
+    Args:
+      state: the trained pytree, stacked over seeds [S, ...] (params, optimiser state, ...).
+      args: frozen per-seed inputs stacked [S, ...] (critics, flows, scales), or None.
+      one: ``one(state_s, args_s, seed_key, step) -> (state_s, logs_s)``, one seed's step;
+        ``logs_s`` a dict of arrays (scalars, or [E] for an inner sweep).
+      seed_keys: [S] keys; step ``i`` of seed ``s`` draws from ``fold_in(seed_keys[s], i)``.
+      steps, chunk, directory, fingerprint, name: as in ``checkpoint.run_chunks``.
+      message: ``message(logs_of_last_step) -> str`` for the progress line.
+
+    Returns:
+      (state, logs) with logs[k] [steps, S, ...].
+    """
+    vstep = jax.vmap(one, in_axes=(0, 0, 0, None))
+
+    @functools.partial(jax.jit, static_argnames=("n",))
+    def run(st, start, n):
+        return jax.lax.scan(lambda st, i: vstep(st, args, seed_keys, i), st,
+                            start + jnp.arange(n))
+
+    shapes = jax.eval_shape(lambda st: vstep(st, args, seed_keys, jnp.int32(0))[1], state)
+    logs = {k: np.zeros((int(steps),) + v.shape, np.float32) for k, v in shapes.items()}
+
+    def advance(st, lg, start, n):
+        st, out = run(st, jnp.int32(start), n)
+        for k, v in out.items():
+            lg[k][start:start + n] = np.asarray(v)
+        return st, message({k: np.asarray(v[-1]) for k, v in out.items()})
+
+    return checkpoint.run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
+                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)
 
 
 def init_critics(c, obs_dim: int, action_dim: int, key):
@@ -64,33 +101,16 @@ def critic_stage(c, data: dict, key, directory: str, fingerprint: int):
     seed_keys = jax.random.split(k_data, int(c.num_seeds))
     bs = int(c.batch_size)
 
-    def one(state, seed_key, step):
+    def one(state, _, seed_key, step):
         batch = sample_batch(data, jax.random.fold_in(seed_key, step), bs)
-        return critics.update_critics(state, batch, graphdefs, cfg)
+        state, info = critics.update_critics(state, batch, graphdefs, cfg)
+        return state, {k: info[k] for k in ("loss_qh", "loss_vh", "vh_mean")}
 
-    @functools.partial(jax.jit, static_argnames=("n",))
-    def run(state, start, n):
-        def body(st, i):
-            st, info = jax.vmap(one, in_axes=(0, 0, None))(st, seed_keys, start + i)
-            return st, (info["loss_qh"], info["loss_vh"], info["vh_mean"])
-        return jax.lax.scan(body, state, jnp.arange(n))
-
-    steps = int(c.critic_steps)
-    logs = {"loss_qh": np.zeros((steps, int(c.num_seeds))),
-            "loss_vh": np.zeros((steps, int(c.num_seeds))),
-            "vh_mean": np.zeros((steps, int(c.num_seeds)))}
-
-    def advance(state, logs, start, n):
-        state, (lq, lv, vm) = run(state, jnp.int32(start), n)
-        logs["loss_qh"][start:start + n] = np.asarray(lq)
-        logs["loss_vh"][start:start + n] = np.asarray(lv)
-        logs["vh_mean"][start:start + n] = np.asarray(vm)
-        return state, (f"loss_qh {float(np.mean(lq[-1])):.4f} "
-                       f"V_h mean {float(np.mean(vm[-1])):+.3f}")
-
-    state, logs = checkpoint.run_chunks(directory, fingerprint=fingerprint, state=state,
-                                        logs=logs, steps=steps, chunk=int(c.chunk),
-                                        advance=advance, name="critics")
+    state, logs = seed_loop(
+        state, None, one, seed_keys, steps=int(c.critic_steps), chunk=int(c.chunk),
+        directory=directory, fingerprint=fingerprint, name="critics",
+        message=lambda m: f"loss_qh {float(np.mean(m['loss_qh'])):.4f} "
+                          f"V_h mean {float(np.mean(m['vh_mean'])):+.3f}")
     return graphdefs, state, logs
 
 
@@ -170,31 +190,17 @@ def flow_stage(c, data: dict, weights, key, directory: str, fingerprint: int,
     seed_keys = jax.random.split(k_data, int(c.num_seeds))
     n_data, bs = obs.shape[0], int(c.batch_size)
 
-    def one(p, o, w_all, seed_key, i):
+    def one(state, w_all, seed_key, i):
         idx = jax.random.randint(jax.random.fold_in(seed_key, i), (bs,), 0, n_data)
         w = normalize_weights(w_all[idx]) if weighted else jnp.ones((bs,), jnp.float32)
-        return step(p, o, obs[idx], act[idx], w)
+        p, o, loss = step(*state, obs[idx], act[idx], w)
+        return (p, o), {"loss": loss}
 
-    @functools.partial(jax.jit, static_argnames=("n",))
-    def run(state, start, n):
-        def body(st, i):
-            p, o = st
-            p, o, loss = jax.vmap(one, in_axes=(0, 0, 0, 0, None))(p, o, weights, seed_keys,
-                                                                  start + i)
-            return (p, o), loss
-        return jax.lax.scan(body, state, jnp.arange(n))
-
-    steps = int(c.flow_steps)
-    logs = {"loss": np.zeros((steps, int(c.num_seeds)))}
-
-    def advance(state, logs, start, n):
-        state, loss = run(state, jnp.int32(start), n)
-        logs["loss"][start:start + n] = np.asarray(loss)
-        return state, f"prior loss {float(np.mean(loss[-1])):.4f}"
-
-    (params, _), logs = checkpoint.run_chunks(
-        directory, fingerprint=fingerprint, state=(params, opt), logs=logs, steps=steps,
-        chunk=int(c.chunk), advance=advance, name="flow" if weighted else "flow (unweighted)")
+    (params, _), logs = seed_loop(
+        (params, opt), weights, one, seed_keys, steps=int(c.flow_steps), chunk=int(c.chunk),
+        directory=directory, fingerprint=fingerprint,
+        name="flow" if weighted else "flow (unweighted)",
+        message=lambda m: f"prior loss {float(np.mean(m['loss'])):.4f}")
     return graphdef, params, logs
 
 
@@ -232,8 +238,6 @@ def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
     """
     from flax import nnx
 
-    import optax
-
     from icml26_jax.core.optim import promotion_safe
     from icml26_jax.safe_flow_rl import refiner as R
 
@@ -266,8 +270,8 @@ def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
         qh, qr, _ = critics.q_values(cg, cp, s, fl(z2, s))
         return R.reward_loss(qh, qr, vh, scale, beta, margin)
 
-    def make_one(stage):
-        def one(rp, o, fp, cp, scale, e, key_i):
+    def one_factory(stage):
+        def one_eps(rp, o, fp, cp, scale, e, key_i):
             ks, kz = jax.random.split(key_i)
             idx = jax.random.randint(ks, (bs,), 0, n_data)
             s = obs[idx]
@@ -275,42 +279,123 @@ def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
             loss, g = jax.value_and_grad(losses)(rp, fp, cp, scale, s, z0, e, stage)
             upd, o = tx.update(g, o, rp)
             return optax.apply_updates(rp, upd), o, loss
+
+        def one(state, args, seed_key, i):
+            fp, cp, scale = args
+            key_i = jax.random.fold_in(jax.random.fold_in(seed_key, stage), i)
+            rp, o, loss = jax.vmap(one_eps, in_axes=(0, 0, None, None, None, 0, None))(
+                *state, fp, cp, scale, eps, key_i)
+            return (rp, o), {f"loss_stage{stage}": loss}
         return one
 
     seed_keys = jax.random.split(k_data, int(c.num_seeds))
-    steps = int(c.refiner_steps)
-
-    def make_run(stage):
-        @functools.partial(jax.jit, static_argnames=("n",))
-        def run(state, start, n):
-            def body(st, i):
-                rp, o = st
-
-                def per_seed(rp_s, o_s, fp, cp, scale, k):
-                    key_i = jax.random.fold_in(jax.random.fold_in(k, stage), i)
-                    return jax.vmap(make_one(stage), in_axes=(0, 0, None, None, None, 0, None))(
-                        rp_s, o_s, fp, cp, scale, eps, key_i)
-
-                rp, o, loss = jax.vmap(per_seed)(rp, o, fparams, cstate.params, qr_scale,
-                                                 seed_keys)
-                return (rp, o), loss
-            return jax.lax.scan(body, state, start + jnp.arange(n))
-        return run
-
     logs = {}
     state = (rparams, opt)
     for stage in (1, 2):
-        run = make_run(stage)
-        logs[f"loss_stage{stage}"] = np.zeros((steps, int(c.num_seeds), len(eps_values)))
-
-        def advance(st, lg, start, n, run=run, stage=stage):
-            st, loss = run(st, jnp.int32(start), n)
-            lg[f"loss_stage{stage}"][start:start + n] = np.asarray(loss)
-            return st, f"stage {stage} loss {float(np.mean(loss[-1])):.4f}"
-
-        state, stage_logs = checkpoint.run_chunks(
-            f"{directory}/stage{stage}", fingerprint=fingerprint, state=state,
-            logs={f"loss_stage{stage}": logs[f"loss_stage{stage}"]}, steps=steps,
-            chunk=int(c.chunk), advance=advance, name=f"refiner stage {stage}")
+        state, stage_logs = seed_loop(
+            state, (fparams, cstate.params, qr_scale), one_factory(stage), seed_keys,
+            steps=int(c.refiner_steps), chunk=int(c.chunk), directory=f"{directory}/stage{stage}",
+            fingerprint=fingerprint, name=f"refiner stage {stage}",
+            message=lambda m, k=f"loss_stage{stage}": f"loss {float(np.mean(m[k])):.4f}")
         logs.update(stage_logs)
     return rg, state[0], logs
+
+
+# ----------------------------------------------------------------------------- baselines
+
+
+def safe_episode_indices(ds: dict) -> np.ndarray:
+    """Indices of the transitions of violation-free episodes (BC-Safe's data)."""
+    from icml26_jax.safe_flow_rl.data import episode_stats
+
+    violated = episode_stats(ds)["violated"]
+    ep = np.asarray(ds["episode_ids"])
+    _, inv = np.unique(ep, return_inverse=True)
+    idx = np.flatnonzero(~violated[inv])
+    if idx.size == 0:
+        raise ValueError("the dataset has no violation-free episode: BC-Safe has no data")
+    return idx.astype(np.int32)
+
+
+def actor_stage(c, kind: str, data: dict, key, directory: str, fingerprint: int, *,
+                crit=None, weights=None, safe_idx=None):
+    """Trains baseline ``kind`` (``baselines.ACTORS``) for every seed, ``c.actor_steps`` steps.
+
+    Args:
+      kind: "bc_all" (uniform over all transitions), "bc_safe" (uniform over ``safe_idx``),
+        "fisor_lite" (feasibility-weighted BC; needs ``weights`` [S, N]) or "bc_lag" (TD3+BC
+        on the Lagrangian with dual ascent; needs ``crit``).
+      crit: (critic graphdefs, stacked CriticState), for bc_lag.
+    Returns (graphdef, stacked actor params, logs); bc_lag's logs hold "lambda" and "qc".
+    """
+    from icml26_jax.safe_flow_rl import baselines as B
+    from icml26_jax.safe_flow_rl.weights import normalize_weights
+
+    if kind not in B.ACTORS:
+        raise ValueError(f"baseline kind must be one of {B.ACTORS}, got {kind!r}")
+    obs, act = data["observations"], data["actions"]
+    S, bs = int(c.num_seeds), int(c.batch_size)
+    k_init, k_data = jax.random.split(key)
+    hidden = (int(c.hidden),) * 2
+    made = [B.make_actor(kind, obs.shape[1], act.shape[1], hidden, k)
+            for k in jax.random.split(k_init, S)]
+    graphdef = made[0][0]
+    params = jax.tree.map(lambda *x: jnp.stack(x), *[m[1] for m in made])
+    tx = B.actor_optimizer(float(c.lr))
+    opt = jax.vmap(tx.init)(params)
+    pool = jnp.asarray(safe_idx if kind == "bc_safe" else np.arange(obs.shape[0]), jnp.int32)
+    if kind == "bc_safe" and safe_idx is None:
+        raise ValueError("actor_stage(kind='bc_safe') needs safe_idx")
+    if kind == "fisor_lite" and weights is None:
+        raise ValueError("actor_stage(kind='fisor_lite') needs weights")
+    if kind == "bc_lag" and crit is None:
+        raise ValueError("actor_stage(kind='bc_lag') needs crit")
+
+    def batch_idx(seed_key, i):
+        j = jax.random.randint(jax.random.fold_in(seed_key, i), (bs,), 0, pool.shape[0])
+        return pool[j]
+
+    if kind == "bc_lag":
+        cg, cstate = crit
+        limit = B.cost_limit(float(c.kappa), float(c.gamma), envs.EnvParams().horizon)
+
+        def scales(p):
+            v = critics.q_values(cg, p, obs, act)
+            return jnp.mean(jnp.abs(v[1])), jnp.maximum(jnp.mean(jnp.abs(v[2])), 1e-3)
+
+        qr_scale, qc_scale = jax.jit(jax.vmap(scales))(cstate.params)
+        args = (cstate.params, qr_scale, qc_scale)
+        lam0 = jnp.zeros((S,), jnp.float32)
+
+        def one(state, args, seed_key, i):
+            p, o, lam = state
+            cp, sr, sc = args
+            idx = batch_idx(seed_key, i)
+            (loss, qc), g = jax.value_and_grad(B.bc_lag_loss, argnums=1, has_aux=True)(
+                graphdef, p, obs[idx], act[idx], (cg, cp), lam, sr, sc)
+            upd, o = tx.update(g, o, p)
+            lam = B.dual_ascent(lam, qc, limit, float(c.lag_lr))
+            return (optax.apply_updates(p, upd), o, lam), {"loss": loss, "lambda": lam, "qc": qc}
+
+        state = (params, opt, lam0)
+    else:
+        args = weights if kind == "fisor_lite" else None
+
+        def one(state, w_all, seed_key, i):
+            p, o = state
+            idx = batch_idx(seed_key, i)
+            w = normalize_weights(w_all[idx]) if kind == "fisor_lite" else jnp.ones(
+                (bs,), jnp.float32)
+            loss, g = jax.value_and_grad(B.weighted_bc_loss, argnums=1)(
+                graphdef, p, obs[idx], act[idx], w)
+            upd, o = tx.update(g, o, p)
+            return (optax.apply_updates(p, upd), o), {"loss": loss}
+
+        state = (params, opt)
+
+    state, logs = seed_loop(
+        state, args, one, jax.random.split(k_data, S), steps=int(c.actor_steps),
+        chunk=int(c.chunk), directory=directory, fingerprint=fingerprint, name=kind,
+        message=lambda m: f"loss {float(np.mean(m['loss'])):.4f}" + (
+            f" lambda {float(np.mean(m['lambda'])):.3f}" if "lambda" in m else ""))
+    return graphdef, state[0], logs

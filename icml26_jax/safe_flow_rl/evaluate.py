@@ -1,0 +1,151 @@
+"""Evaluation rollouts and metrics (spec §Data "Metrics").
+
+A policy is ``act(params, key, obs [B, O]) -> a [B, A]`` (``policies.refined_policy``, the
+constructors of ``baselines``). :func:`rollout` runs ``E`` episodes from given start states
+with one ``lax.scan`` over the horizon, vmapped over the training seeds (params stacked per
+seed); every policy is evaluated from the *same* starts (common random numbers). An episode
+stops counting at its first ``done`` (goal, out of bounds or horizon); the scan keeps stepping
+the finished ones, masked.
+
+Metrics per (policy, seed): episode returns and costs ``C = sum_t 1[h(s_t) > 0]``, the
+violation rate over all starts and over the analytically avoidable ones, ``R_norm`` and
+``C_norm`` (``data.normalized_metrics``), and the OOD measures: the mean
+``-log pi_unweighted(a | s)`` of the evaluated pairs under the seed's unweighted flow, and the
+distance from a subsample of evaluated actions to the nearest action among the 50
+nearest-state dataset neighbours.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from icml26_jax.safe_flow_rl import data as data_lib
+from icml26_jax.safe_flow_rl import envs
+
+NN_STATES = 50  # dataset neighbours searched for the nearest action
+NN_QUERIES = 512  # evaluated (s, a) pairs per (policy, seed) for the NN distance
+
+
+def eval_starts(key, num_episodes: int, env_params: envs.EnvParams = envs.EnvParams()):
+    """(start states [E], avoidable bool [E]) drawn from the reset distribution."""
+    if int(num_episodes) < 1:
+        raise ValueError(f"eval_episodes must be >= 1, got {num_episodes!r}")
+    keys = jax.random.split(key, int(num_episodes))
+    _, st = jax.vmap(lambda k: envs.reset(k, env_params))(keys)
+    return st, envs.avoidable(st, env_params)
+
+
+def rollout(act, params, key, starts: envs.EnvState, env_params: envs.EnvParams):
+    """Runs one policy for one seed's params from ``starts`` ([E] states).
+
+    Returns a dict of arrays: ``returns``, ``costs`` [E]; ``obs`` [T, E, O], ``actions``
+    [T, E, A], ``alive`` [T, E] (the pairs that count), ``xy`` [T + 1, E, 2].
+    """
+    T = int(env_params.horizon)
+
+    def body(carry, t):
+        st, alive, ret, cost = carry
+        obs = envs.observation(st, env_params)
+        a = act(params, jax.random.fold_in(key, t), obs)
+        _, nxt, r, h, done, info = envs.step(key, st, a, env_params)
+        af = alive.astype(jnp.float32)
+        ret = ret + af * r
+        cost = cost + af * (h > 0).astype(jnp.float32)
+        out = (obs, info["action"], alive, jnp.stack([st.x, st.y], -1))
+        return (nxt, alive & ~done, ret, cost), out
+
+    E = starts.x.shape[0]
+    init = (starts, jnp.ones((E,), bool), jnp.zeros((E,), jnp.float32),
+            jnp.zeros((E,), jnp.float32))
+    (last, _, ret, cost), (obs, act_seq, alive, xy) = jax.lax.scan(body, init, jnp.arange(T))
+    xy = jnp.concatenate([xy, jnp.stack([last.x, last.y], -1)[None]], 0)
+    return {"returns": ret, "costs": cost, "obs": obs, "actions": act_seq, "alive": alive,
+            "xy": xy}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def rollout_seeds(act, params, key, starts, env_params):
+    """:func:`rollout` vmapped over seeds: params stacked [S, ...], one key per seed."""
+    keys = jax.random.split(key, jax.tree.leaves(params)[0].shape[0])
+    return jax.vmap(lambda p, k: rollout(act, p, k, starts, env_params))(params, keys)
+
+
+def ood_nll(flow_graphdef, flow_params, obs, actions, alive):
+    """Mean -log pi_unweighted(a | s) over the alive pairs (one seed). obs [T, E, O]."""
+    flow = nnx.merge(flow_graphdef, flow_params)
+    lp = flow.log_prob(actions.reshape(-1, actions.shape[-1]), obs.reshape(-1, obs.shape[-1]))
+    w = alive.reshape(-1).astype(jnp.float32)
+    return -jnp.sum(w * lp) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+def nn_action_distance(data_obs, data_act, obs, actions, k: int = NN_STATES):
+    """Mean over queries of min_j ||a - a_j|| over the k nearest dataset states s_j of s."""
+    d2 = (jnp.sum(obs * obs, -1)[:, None] - 2.0 * obs @ data_obs.T
+          + jnp.sum(data_obs * data_obs, -1)[None, :])
+    _, idx = jax.lax.top_k(-d2, k)  # [Q, k]
+    da = jnp.linalg.norm(data_act[idx] - actions[:, None, :], axis=-1)
+    return jnp.mean(jnp.min(da, axis=-1))
+
+
+def _query_subsample(alive, key, n: int):
+    """Indices of up to n alive (t, e) pairs, flattened (host side, deterministic in key)."""
+    flat = np.flatnonzero(np.asarray(alive).reshape(-1))
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+    return flat if len(flat) <= n else np.sort(rng.choice(flat, n, replace=False))
+
+
+def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: float,
+                   unweighted_flow=None, dataset=None, key=None) -> dict:
+    """Per-seed metrics of one policy from :func:`rollout_seeds` output.
+
+    Args:
+      roll: rollout arrays with a leading seed axis.
+      avoidable: bool [E] of the shared starts.
+      r_min, r_max, kappa: normalisation (``data.normalized_metrics``).
+      unweighted_flow: (graphdef, stacked params) of the seeds' unweighted flows, for the OOD
+        log-density; None skips it.
+      dataset: (observations, actions) device arrays, for the NN distance; None skips it.
+      key: PRNG key of the NN-query subsample.
+
+    Returns:
+      ``{"per_seed": [dict per seed], <metric>: mean over seeds, "<metric>_sd": sd}``.
+    """
+    avoidable = np.asarray(avoidable, bool)
+    S = np.asarray(roll["returns"]).shape[0]
+    per_seed = []
+    for i in range(S):
+        R, C = np.asarray(roll["returns"][i]), np.asarray(roll["costs"][i])
+        m = data_lib.normalized_metrics(R, C, r_min, r_max, kappa)
+        m["avoidable_violation_rate"] = (float(np.mean(C[avoidable] > 0)) if avoidable.any()
+                                         else float("nan"))
+        m["unavoidable_violation_rate"] = (float(np.mean(C[~avoidable] > 0))
+                                           if (~avoidable).any() else float("nan"))
+        if unweighted_flow is not None:
+            g, p = unweighted_flow
+            m["ood_nll"] = float(_ood_jit(
+                g, jax.tree.map(lambda x: x[i], p), roll["obs"][i], roll["actions"][i],
+                roll["alive"][i]))
+        if dataset is not None:
+            sel = _query_subsample(roll["alive"][i], jax.random.fold_in(key, i), NN_QUERIES)
+            o = jnp.asarray(roll["obs"][i]).reshape(-1, roll["obs"].shape[-1])[sel]
+            a = jnp.asarray(roll["actions"][i]).reshape(-1, roll["actions"].shape[-1])[sel]
+            m["nn_action_distance"] = float(_nn_jit(dataset[0], dataset[1], o, a))
+        per_seed.append(m)
+    out = {"per_seed": per_seed}
+    for k, v in per_seed[0].items():
+        if isinstance(v, (bool, np.bool_)) or k == "num_episodes":
+            continue
+        vals = np.array([ps[k] for ps in per_seed], np.float64)
+        out[k] = float(np.mean(vals))
+        out[f"{k}_sd"] = float(np.std(vals))
+    out["safe"] = bool(out["c_norm"] <= 1.0)
+    return out
+
+
+_nn_jit = jax.jit(nn_action_distance, static_argnames="k")
+_ood_jit = jax.jit(ood_nll, static_argnums=0)
