@@ -261,13 +261,28 @@ def _check_mragent(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_safe_flow_rl(text: str, nb, workdir: pathlib.Path) -> None:
+    m = re.search(r"violating: ([0-9.]+), among the top-decile returns: ([0-9.]+)", text)
+    assert m and float(m.group(1)) >= 0.35 and float(m.group(2)) >= 0.5, m
+    m = re.search(r"KL through the flow: ([0-9.]+) \+- ([0-9.]+)\s+\(closed form ([0-9.]+)\)",
+                  text)
+    assert m and abs(float(m.group(1)) - float(m.group(3))) <= 3 * float(m.group(2)), m
+    m = re.search(r"W2 through the flow <= ([0-9.]+); bound L_f \* eps = ([0-9.]+)", text)
+    assert m and 0 < float(m.group(1)) <= float(m.group(2)), m
+    res = results.load_results(workdir)
+    assert res["paper"] == "safe_flow_rl" and res["variant"] == "smoke"
+    assert res["claims"] and all(c["holds"] for c in res["claims"]), res["claims"]
+    assert (workdir / "eps_sweep.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
                   "simplicity_bias": _check_simplicity_bias,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
-                  "mragent": _check_mragent}
+                  "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl}
 
 
 @pytest.mark.notebook

@@ -155,13 +155,13 @@ def fisor_lite(graphdef, critic_graphdefs, n: int):
 
 def prior_only(flow_graphdef, critic_graphdefs, n: int):
     """The flow prior without refiner: N decoded z0 ~ N(0, I) and the Q_h / Q_r deployment
-    rule. params = (flow params, critic params)."""
+    rule. params = (flow params, critic params, selection margin)."""
 
     def act(params, key, obs):
-        fp, cp = params
+        fp, cp, margin = params
         cand, _ = nnx.merge(flow_graphdef, fp).sample(key, obs, n)
         qh, qr, _ = critics.q_values(critic_graphdefs, cp, _tile(obs, n), cand)
-        return policies.select_action(cand, qh, qr)
+        return policies.select_action(cand, qh, qr, margin)
 
     return act
 

@@ -54,6 +54,13 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.margin_sd = 0.05  # m = margin_sd * sd_D(h)
     # Deployment and evaluation.
     c.num_candidates = 16
+    # Selection margin [R]: a candidate counts as feasible when Q_h <= -m_sel. m_sel is chosen
+    # per seed on validation starts (never the evaluation starts) from this grid, in units of
+    # sd_D(h): the largest validation R_norm whose avoidable-start violation rate is at most
+    # val_target (else the safest margin).
+    c.select_margins_sd = (0.0, 0.05, 0.15, 0.3, 0.45, 0.6, 0.9)
+    c.val_episodes = 100
+    c.val_target = 0.05
     c.eval_episodes = 100
     c.kappa = 5.0
     c.seeds = ()  # e.g. 0,1,2: one run per seed in <workdir>/seed_<s> and a summary
@@ -69,4 +76,5 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
         c.actor_steps = 500
         c.chunk = 500
         c.eval_episodes = 20
+        c.val_episodes = 20
     return c

@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from icml26_jax.datasets import offline_episodes
 from icml26_jax.safe_flow_rl import envs
 
 RECKLESS, CAUTIOUS, NOISY, RANDOM = 0, 1, 2, 3
@@ -288,8 +289,10 @@ def load_or_make_dataset(env_params: envs.EnvParams, n_transitions: int, seed,
     Args:
       env_params, n_transitions, mix: as for ``make_dataset``.
       seed: an int (the key is ``jax.random.key(seed)``) or a typed PRNG key.
-      workdir: the ``.npz`` lives in ``<workdir>/data/`` under a name hashed from all the
-        arguments and the behaviour constants (never committed).
+      workdir: the generated ``.npz`` source lives in ``<workdir>/data/`` under a name hashed
+        from all the arguments and the behaviour constants (never committed); it is prepared
+        as the TFDS data set ``offline_episodes`` (ArrayRecord, one example per episode) in
+        ``<workdir>/data/tfds`` and read back from there.
 
     Returns:
       ``(dataset, info)`` with ``info = {"path", "cached", "seconds"}``.
@@ -301,17 +304,14 @@ def load_or_make_dataset(env_params: envs.EnvParams, n_transitions: int, seed,
     name = "point_robot_" + hashlib.sha1(spec.encode()).hexdigest()[:16] + ".npz"
     path = os.path.join(os.fspath(workdir), "data", name)
     t0 = time.perf_counter()
-    if os.path.exists(path):
-        with np.load(path) as f:
-            ds = {k: f[k] for k in KEYS}
-        return ds, {"path": path, "cached": True, "seconds": time.perf_counter() - t0}
-    ds = make_dataset(env_params, n_transitions, key, mix)
-    seconds = time.perf_counter() - t0
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path[:-4] + f".tmp{os.getpid()}.npz"
-    np.savez(tmp, **ds)
-    os.replace(tmp, path)
-    return ds, {"path": path, "cached": False, "seconds": seconds}
+    cached = os.path.exists(path)
+    if not cached:
+        offline_episodes.save_source(make_dataset(env_params, n_transitions, key, mix), path)
+    # Written and read through the TFDS builder (ArrayRecord, one example per episode), the
+    # same path a user's own data of this schema takes (offline_episodes.save_source).
+    ds = offline_episodes.load_offline_episodes(
+        path, data_dir=os.path.join(os.fspath(workdir), "data", "tfds"))
+    return ds, {"path": path, "cached": cached, "seconds": time.perf_counter() - t0}
 
 
 def episode_stats(ds: dict) -> dict:

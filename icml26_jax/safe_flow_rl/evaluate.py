@@ -44,7 +44,8 @@ def rollout(act, params, key, starts: envs.EnvState, env_params: envs.EnvParams)
     """Runs one policy for one seed's params from ``starts`` ([E] states).
 
     Returns a dict of arrays: ``returns``, ``costs`` [E]; ``obs`` [T, E, O], ``actions``
-    [T, E, A], ``alive`` [T, E] (the pairs that count), ``xy`` [T + 1, E, 2].
+    [T, E, A], ``alive`` [T, E] (the pairs that count), ``xy`` [T + 1, E, 2] (the start, then
+    every state the episode reached; NaN after it ended).
     """
     T = int(env_params.horizon)
 
@@ -56,14 +57,15 @@ def rollout(act, params, key, starts: envs.EnvState, env_params: envs.EnvParams)
         af = alive.astype(jnp.float32)
         ret = ret + af * r
         cost = cost + af * (h > 0).astype(jnp.float32)
-        out = (obs, info["action"], alive, jnp.stack([st.x, st.y], -1))
+        xy = jnp.where(alive[:, None], jnp.stack([nxt.x, nxt.y], -1), jnp.nan)
+        out = (obs, info["action"], alive, xy)
         return (nxt, alive & ~done, ret, cost), out
 
     E = starts.x.shape[0]
     init = (starts, jnp.ones((E,), bool), jnp.zeros((E,), jnp.float32),
             jnp.zeros((E,), jnp.float32))
-    (last, _, ret, cost), (obs, act_seq, alive, xy) = jax.lax.scan(body, init, jnp.arange(T))
-    xy = jnp.concatenate([xy, jnp.stack([last.x, last.y], -1)[None]], 0)
+    (_, _, ret, cost), (obs, act_seq, alive, xy) = jax.lax.scan(body, init, jnp.arange(T))
+    xy = jnp.concatenate([jnp.stack([starts.x, starts.y], -1)[None], xy], 0)
     return {"returns": ret, "costs": cost, "obs": obs, "actions": act_seq, "alive": alive,
             "xy": xy}
 
@@ -71,7 +73,8 @@ def rollout(act, params, key, starts: envs.EnvState, env_params: envs.EnvParams)
 @functools.partial(jax.jit, static_argnums=(0, 4))
 def rollout_seeds(act, params, key, starts, env_params):
     """:func:`rollout` vmapped over seeds: params stacked [S, ...], one key per seed."""
-    keys = jax.random.split(key, jax.tree.leaves(params)[0].shape[0])
+    S = jax.tree.leaves(params)[0].shape[0]
+    keys = jnp.stack([jax.random.fold_in(key, i) for i in range(S)])
     return jax.vmap(lambda p, k: rollout(act, p, k, starts, env_params))(params, keys)
 
 

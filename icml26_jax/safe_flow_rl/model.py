@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 ACTION_CLIP = 1.0 - 1e-5  # dataset actions are clipped to +-ACTION_CLIP before atanh (spec)
@@ -327,3 +328,40 @@ class LatentRefiner(nnx.Module):
         """(m(s), l(s)), each [..., A]: mean and log-scale of the latent map (gaussian)."""
         self._need("gaussian")
         return self.head_m(s), self.head_log_scale(s)
+
+
+def distrax_flow(flow: ConditionalRealNVP, s: jax.Array):
+    """The same density as ``flow`` at states ``s`` [B, O], built from distrax bijectors
+    (``MaskedCoupling`` + ``ScalarAffine`` + ``Tanh``) around our conditioner networks: the
+    parity peer of the density test and the throughput benchmark. Needs ``distrax``.
+
+    Returns:
+      (chain, dist): the bijector z -> a and the ``Transformed`` distribution over [B, A].
+    """
+    import distrax  # optional: the parity peer only
+
+    A = flow.action_dim
+
+    def conditioner(k):
+        n_keep, keep_first = flow.partitions[k]
+
+        def cond(x):  # x [B, A], the transformed dims zeroed by distrax
+            kept = x[..., :n_keep] if keep_first else x[..., A - n_keep:]
+            raw, shift = jnp.split(flow.conditioners[k](jnp.concatenate([s, kept], -1)), 2, -1)
+            log_scale = flow.s_max * jnp.tanh(raw / flow.s_max)
+            pad = jnp.zeros(kept.shape, x.dtype)  # unused values at the kept dims
+            join = (lambda p: jnp.concatenate([pad, p], -1)) if keep_first else (
+                lambda p: jnp.concatenate([p, pad], -1))
+            return join(shift), join(log_scale)
+        return cond
+
+    couplings = []
+    for k in range(flow.n_coupling):
+        n_keep, keep_first = flow.partitions[k]
+        mask = np.arange(A) < n_keep if keep_first else np.arange(A) >= A - n_keep
+        couplings.append(distrax.MaskedCoupling(
+            mask=jnp.asarray(mask), conditioner=conditioner(k),
+            bijector=lambda p: distrax.ScalarAffine(shift=p[0], log_scale=p[1])))
+    chain = distrax.Chain([distrax.Block(distrax.Tanh(), 1)] + couplings[::-1])
+    base = distrax.MultivariateNormalDiag(jnp.zeros(A), jnp.ones(A))
+    return chain, distrax.Transformed(base, chain)

@@ -159,8 +159,11 @@ def plots(c, workdir: str, methods: dict, learned, truth, paths: dict, bnd: dict
     bound = np.asarray(bnd["w2_bound"])
     for i in range(coup.shape[0]):
         ax[0].scatter(bound[i], coup[i], s=12, label=f"seed {i}")
-    lim = float(max(bound.max(), coup.max()) * 1.05)
-    ax[0].plot([0, lim], [0, lim], "k--", lw=0.8, label="bound")
+    lo = float(min(bound.min(), coup.min()) * 0.8)
+    hi = float(max(bound.max(), coup.max()) * 1.25)
+    ax[0].plot([lo, hi], [lo, hi], "k--", lw=0.8, label="bound (y = x)")
+    ax[0].set_xscale("log")
+    ax[0].set_yscale("log")
     ax[0].set_xlabel("L^_f * eps")
     ax[0].set_ylabel("(E||f(z2) - f(z0)||^2)^1/2")
     ax[0].set_title("P2: W2 through the flow", fontsize=9)

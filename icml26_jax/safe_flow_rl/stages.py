@@ -1,10 +1,12 @@
 """Training stages of the SafeFlowRL experiment, seeds vmapped (spec §Experiment).
 
-In progress (issue 13): the critic stage (Q_h, V_h, Q_r, V_r, Q_c for every seed at once,
-checkpointed in chunks with orbax so a killed run resumes to the same numbers), the learned
-feasible set's IoU with the analytic avoidable set, the feasibility weights of the dataset,
-the weighted / unweighted flow-prior stage and the ordered refiner stage over an eps sweep
-(seeds x budgets, nested vmap). The baseline and evaluation stages follow the same pattern.
+Every stage trains all seeds at once (``seed_loop``: a jitted ``lax.scan`` of a vmapped step,
+checkpointed in chunks with orbax so a killed run resumes to the same numbers): the critics
+(Q_h, V_h, Q_r, V_r, Q_c), the weighted / unweighted flow priors, the ordered refiner over an
+eps sweep (seeds x budgets, nested vmap) and the four baseline actors. Seed i draws its keys
+with ``fold_in(key, i)``, so a vmapped run's seed i equals a run of that seed alone. Also the
+learned feasible set's IoU with the analytic avoidable set and the dataset's feasibility
+weights.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def sample_batch(data: dict, key, batch_size: int) -> dict:
 def critic_config(c) -> critics.CriticConfig:
     return critics.CriticConfig(gamma=float(c.gamma), expectile_h=float(c.expectile_h),
                                 expectile_r=float(c.expectile_r), lr=float(c.lr))
+
+
+def per_seed_keys(key, n: int):
+    """[n] keys, key i = fold_in(key, i): seed i's randomness does not depend on how many
+    seeds run, so a vmapped run's seed i equals a separate run of seed i alone."""
+    return jnp.stack([jax.random.fold_in(key, i) for i in range(int(n))])
 
 
 def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
@@ -78,7 +86,7 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
 
 def init_critics(c, obs_dim: int, action_dim: int, key):
     """(graphdefs, stacked CriticState [num_seeds, ...]): one independent init per seed."""
-    keys = jax.random.split(key, int(c.num_seeds))
+    keys = per_seed_keys(key, int(c.num_seeds))
     hidden = (int(c.hidden), int(c.hidden))
     graphdefs, _ = critics.make_critics(obs_dim, action_dim, hidden, keys[0])
     cfg = critic_config(c)
@@ -98,7 +106,7 @@ def critic_stage(c, data: dict, key, directory: str, fingerprint: int):
     k_init, k_data = jax.random.split(key)
     graphdefs, state = init_critics(c, obs_dim, action_dim, k_init)
     cfg = critic_config(c)
-    seed_keys = jax.random.split(k_data, int(c.num_seeds))
+    seed_keys = per_seed_keys(k_data, int(c.num_seeds))
     bs = int(c.batch_size)
 
     def one(state, _, seed_key, step):
@@ -163,7 +171,7 @@ def init_flows(c, obs_dim: int, action_dim: int, key):
                                             int(c.n_coupling), float(c.s_max),
                                             rngs=nnx.Rngs(k)), nnx.Param)
 
-    keys = jax.random.split(key, int(c.num_seeds))
+    keys = per_seed_keys(key, int(c.num_seeds))
     graphdef, _ = make(keys[0])
     params = [make(k)[1] for k in keys]
     return graphdef, jax.tree.map(lambda *x: jnp.stack(x), *params)
@@ -187,7 +195,7 @@ def flow_stage(c, data: dict, weights, key, directory: str, fingerprint: int,
     tx = flow_optimizer(float(c.lr))
     opt = jax.vmap(tx.init)(params)
     step = make_flow_step(graphdef, tx, float(c.prior_unweighted_coef))
-    seed_keys = jax.random.split(k_data, int(c.num_seeds))
+    seed_keys = per_seed_keys(k_data, int(c.num_seeds))
     n_data, bs = obs.shape[0], int(c.batch_size)
 
     def one(state, w_all, seed_key, i):
@@ -218,7 +226,7 @@ def init_refiners(c, obs_dim: int, action_dim: int, key, n_eps: int):
                                        rngs=nnx.Rngs(k)), nnx.Param)
 
     S = int(c.num_seeds)
-    keys = jax.random.split(key, S * n_eps)
+    keys = [jax.random.fold_in(k, j) for k in per_seed_keys(key, S) for j in range(n_eps)]
     graphdef, _ = make(keys[0])
     params = [make(k)[1] for k in keys]
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *params)
@@ -226,14 +234,16 @@ def init_refiners(c, obs_dim: int, action_dim: int, key, n_eps: int):
 
 
 def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
-                  fingerprint: int):
+                  fingerprint: int, flow_per_entry: bool = False):
     """Trains the ordered refiner for every (seed, eps) pair: ``c.refiner_steps`` steps of g_h
     on L_h, then as many of g_r on L_r, flow and critics frozen (resumable).
 
     Args:
-      eps_values: the total budgets eps = eps_h + eps_r (split evenly; inf = unbounded).
+      eps_values: the E total budgets eps = eps_h + eps_r (split evenly; inf = unbounded).
       crit: (critic graphdefs, stacked CriticState) of the seeds.
-      flow: (flow graphdef, stacked weighted-prior params) of the seeds.
+      flow: (flow graphdef, params): [S, ...] (one prior per seed, shared by the entries) or,
+        with ``flow_per_entry``, [S, E, ...] (entry j refines its own prior, e.g. the
+        unweighted-prior ablation next to the sweep, in one compiled loop).
     Returns (graphdef, params [S, E, ...], logs).
     """
     from flax import nnx
@@ -283,12 +293,13 @@ def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
         def one(state, args, seed_key, i):
             fp, cp, scale = args
             key_i = jax.random.fold_in(jax.random.fold_in(seed_key, stage), i)
-            rp, o, loss = jax.vmap(one_eps, in_axes=(0, 0, None, None, None, 0, None))(
+            rp, o, loss = jax.vmap(one_eps, in_axes=(0, 0, 0 if flow_per_entry else None,
+                                                     None, None, 0, None))(
                 *state, fp, cp, scale, eps, key_i)
             return (rp, o), {f"loss_stage{stage}": loss}
         return one
 
-    seed_keys = jax.random.split(k_data, int(c.num_seeds))
+    seed_keys = per_seed_keys(k_data, int(c.num_seeds))
     logs = {}
     state = (rparams, opt)
     for stage in (1, 2):
@@ -338,7 +349,7 @@ def actor_stage(c, kind: str, data: dict, key, directory: str, fingerprint: int,
     k_init, k_data = jax.random.split(key)
     hidden = (int(c.hidden),) * 2
     made = [B.make_actor(kind, obs.shape[1], act.shape[1], hidden, k)
-            for k in jax.random.split(k_init, S)]
+            for k in per_seed_keys(k_init, S)]
     graphdef = made[0][0]
     params = jax.tree.map(lambda *x: jnp.stack(x), *[m[1] for m in made])
     tx = B.actor_optimizer(float(c.lr))
@@ -394,7 +405,7 @@ def actor_stage(c, kind: str, data: dict, key, directory: str, fingerprint: int,
         state = (params, opt)
 
     state, logs = seed_loop(
-        state, args, one, jax.random.split(k_data, S), steps=int(c.actor_steps),
+        state, args, one, per_seed_keys(k_data, S), steps=int(c.actor_steps),
         chunk=int(c.chunk), directory=directory, fingerprint=fingerprint, name=kind,
         message=lambda m: f"loss {float(np.mean(m['loss'])):.4f}" + (
             f" lambda {float(np.mean(m['lambda'])):.3f}" if "lambda" in m else ""))

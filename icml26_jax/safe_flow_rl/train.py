@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,8 +21,8 @@ from absl import logging
 from flax import nnx
 
 from icml26_jax.core import checkpoint, distributed, results
-from icml26_jax.safe_flow_rl import (baselines, bounds, configs, data as data_lib, envs,
-                                     evaluate, policies, report, stages)
+from icml26_jax.safe_flow_rl import (baselines, bounds, configs, critics, data as data_lib,
+                                     envs, evaluate, policies, report, stages)
 
 PAPER = "safe_flow_rl"
 KL_STATES, KL_SAMPLES, KL_DELTA = 8, 10_000, 0.5  # claim 11
@@ -36,6 +37,7 @@ def normalise_config(c) -> None:
     """Flag strings to their types (``--config.eps_sweep=0.1,0.5,inf``, ``--config.seeds=0,1``)."""
     from icml26_jax.core.flags import as_tuple
     c.eps_sweep = as_tuple(c.eps_sweep, _eps)
+    c.select_margins_sd = as_tuple(c.select_margins_sd, float)
     c.seeds = as_tuple(c.seeds, int)
     c.latent_budget = _eps(c.latent_budget)
 
@@ -63,11 +65,16 @@ def validate_config(c) -> None:
     if _eps(c.latent_budget) not in eps:
         raise ValueError(f"config.latent_budget={c.latent_budget} must be one of "
                          f"config.eps_sweep={tuple(eps)} (ours is that sweep entry)")
+    if not c.select_margins_sd or any(not float(m) >= 0 for m in c.select_margins_sd):
+        raise ValueError(f"config.select_margins_sd must be non-empty margins >= 0, got "
+                         f"{tuple(c.select_margins_sd)}")
+    if not 0 <= float(c.val_target) <= 1:
+        raise ValueError(f"config.val_target must be a rate in [0, 1], got {c.val_target!r}")
     if not float(c.kappa) > 0:
         raise ValueError(f"config.kappa must be > 0, got {c.kappa!r}")
     for name in ("dataset_size", "num_seeds", "hidden", "batch_size", "critic_steps",
                  "flow_steps", "refiner_steps", "actor_steps", "chunk", "num_candidates",
-                 "eval_episodes", "n_coupling"):
+                 "eval_episodes", "val_episodes", "n_coupling"):
         v = c[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"config.{name} must be a positive integer, got {v!r}")
@@ -83,8 +90,16 @@ def validate_config(c) -> None:
 
 def _dataset(c, workdir):
     if c.data_path:
-        ds = data_lib.load_dsrl(c.data_path)
-        return ds, {"path": c.data_path, "cached": True, "seconds": 0.0}
+        from icml26_jax.datasets import offline_episodes
+        t0 = time.time()
+        try:  # our schema (offline_episodes.save_source): through the TFDS builder
+            offline_episodes.source_info(c.data_path)
+        except (ValueError, OSError):  # else the DSRL layout
+            ds = data_lib.load_dsrl(c.data_path)
+        else:
+            ds = offline_episodes.load_offline_episodes(
+                c.data_path, data_dir=os.path.join(workdir, "data", "tfds"))
+        return ds, {"path": c.data_path, "cached": True, "seconds": time.time() - t0}
     return data_lib.load_or_make_dataset(envs.EnvParams(), int(c.dataset_size), int(c.seed),
                                          workdir)
 
@@ -163,17 +178,28 @@ def bound_metrics(c, crit, flow, ref, key) -> dict:
     return out
 
 
-def run(c, workdir: str) -> dict:
-    """Runs the experiment of config ``c`` in ``workdir``; returns the results dict."""
-    normalise_config(c)
-    validate_config(c)
-    t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+class Models(NamedTuple):
+    """Everything a run trains (seeds stacked on the leading axis of every params tree)."""
+
+    dataset: dict  # NumPy transitions
+    summary: dict  # data.dataset_summary
+    data: dict  # device arrays of the critic fields
+    critics: tuple  # (graphdefs, CriticState)
+    ious: list  # feasibility IoU per seed
+    iou_masks: tuple  # (learned, analytic) grids of seed 0
+    weights: jax.Array  # [S, N] feasibility weights
+    flow: tuple  # (graphdef, weighted-prior params)
+    flow_unweighted: jax.Array  # unweighted-prior params (same graphdef)
+    refiner: tuple  # (graphdef, params [S, E + 1, ...]): the eps sweep, then the ablation
+    actors: dict  # kind -> (graphdef, params)
+
+
+def fit(c, workdir: str, stage_s: dict | None = None) -> Models:
+    """Trains (or restores from ``<workdir>/checkpoints``) every model of a run."""
+    stage_s = {} if stage_s is None else stage_s
     ck = os.path.join(workdir, "checkpoints")
     fp = checkpoint.config_fingerprint(c)
-    stage_s = {}
-    keys = dict(zip(("critics", "flow", "flow_u", "refiner", "refiner_u", "actors", "eval",
-                     "bounds", "nn"), jax.random.split(jax.random.key(int(c.seed)), 9)))
+    keys = _keys(c)
     env_params = envs.EnvParams()
     S = int(c.num_seeds)
 
@@ -211,13 +237,16 @@ def run(c, workdir: str) -> dict:
                                       weighted=False)
     timed("flows")
 
-    # 4. refiners: the eps sweep on the weighted prior, latent_budget on the unweighted one
+    # 4. refiners: the eps sweep on the weighted prior and, as one more entry of the same
+    # compiled loop, latent_budget on the unweighted prior (the ablation)
     eps_sweep = tuple(float(e) for e in c.eps_sweep)
-    rg, rparams, _ = stages.refiner_stage(c, data, eps_sweep, (cg, cstate), (fg, fparams),
-                                          keys["refiner"], f"{ck}/refiner", fp)
-    _, ruparams, _ = stages.refiner_stage(c, data, (float(c.latent_budget),), (cg, cstate),
-                                          (fg, uparams), keys["refiner_u"], f"{ck}/refiner_u",
-                                          fp)
+    entries = eps_sweep + (float(c.latent_budget),)
+    per_entry = jax.tree.map(
+        lambda w, u: jnp.stack([w] * len(eps_sweep) + [u], axis=1), fparams, uparams)
+    rg, rparams, _ = stages.refiner_stage(c, data, entries, (cg, cstate), (fg, per_entry),
+                                          keys["refiner"], f"{ck}/refiner", fp,
+                                          flow_per_entry=True)
+    del per_entry
     timed("refiners")
 
     # 5. baselines
@@ -229,36 +258,121 @@ def run(c, workdir: str) -> dict:
             crit=(cg, cstate), weights=weights, safe_idx=safe_idx)[:2]
     timed("baselines")
 
-    # 6. evaluation: every policy from the same starts
-    starts, avoid = evaluate.eval_starts(keys["eval"], int(c.eval_episodes), env_params)
-    N = int(c.num_candidates)
+    return Models(ds, summary, data, (cg, cstate), ious, (learned, truth), weights,
+                  (fg, fparams), uparams, (rg, rparams), actors)
+
+
+def _keys(c) -> dict:
+    return dict(zip(("critics", "flow", "flow_u", "refiner", "val", "actors", "eval",
+                     "bounds", "nn"), jax.random.split(jax.random.key(int(c.seed)), 9)))
+
+
+def calibrate_margin(c, models: Models) -> tuple[np.ndarray, dict]:
+    """The selection margin m_sel of every seed, chosen on validation starts.
+
+    Our policy at eps = ``c.latent_budget`` is rolled out from ``c.val_episodes`` starts drawn
+    with the run's validation key (disjoint from the evaluation starts) for every margin
+    ``k * sd_D(h)``, k in ``c.select_margins_sd``. Per seed, the margin with the largest
+    validation R_norm among those whose avoidable-start violation rate is at most
+    ``c.val_target`` is kept; if none is, the one with the lowest such rate.
+
+    Returns:
+      (margins [S] float32, table) with table["margin"] [K] and table[metric] [K, S].
+    """
+    S, N = int(c.num_seeds), int(c.num_candidates)
+    keys = _keys(c)
+    env_params = envs.EnvParams()
+    cg, cstate = models.critics
+    fg, fparams = models.flow
+    rg, rparams = models.refiner
+    j = [float(e) for e in c.eps_sweep].index(float(c.latent_budget))
+    sd_h = float(np.std(np.asarray(models.dataset["h"])))
+    grid = [float(k) * sd_h for k in c.select_margins_sd]
+    starts, avoid = evaluate.eval_starts(keys["val"], int(c.val_episodes), env_params)
+    act = policies.refined_policy(fg, rg, cg, N)
+    table = {"margin": grid, "r_norm": [], "avoidable_violation_rate": [], "c_norm": []}
+    for i, m in enumerate(grid):
+        params = (_eps_slice(rparams, j), fparams, cstate.params,
+                  jnp.full((S,), float(c.latent_budget), jnp.float32),
+                  jnp.full((S,), m, jnp.float32))
+        roll = evaluate.rollout_seeds(act, params, jax.random.fold_in(keys["val"], i), starts,
+                                      env_params)
+        met = evaluate.policy_metrics(roll, avoid, models.summary["r_min"],
+                                      models.summary["r_max"], float(c.kappa))
+        for k in ("r_norm", "avoidable_violation_rate", "c_norm"):
+            table[k].append([ps[k] for ps in met["per_seed"]])
+        logging.info("validation margin %.3f: R_norm %s, avoidable violation %s", m,
+                     np.round(table["r_norm"][-1], 3).tolist(),
+                     np.round(table["avoidable_violation_rate"][-1], 3).tolist())
+    r = np.asarray(table["r_norm"])  # [K, S]
+    v = np.asarray(table["avoidable_violation_rate"])
+    chosen = []
+    for s in range(S):
+        ok = np.flatnonzero(v[:, s] <= float(c.val_target))
+        k = ok[np.argmax(r[ok, s])] if ok.size else int(np.lexsort((-r[:, s], v[:, s]))[0])
+        chosen.append(grid[int(k)])
+    table["chosen"] = chosen
+    table["sd_h"] = sd_h
+    logging.info("selection margin per seed: %s", np.round(chosen, 3).tolist())
+    return np.asarray(chosen, np.float32), table
+
+
+def policies_of(c, models: Models, margins) -> dict:
+    """name -> (act, params stacked over seeds) of every evaluated policy (spec §Baselines):
+    ours over the eps sweep (``report.eps_name``), ours deterministic (z0 = 0), the
+    unweighted prior + refiner, prior-only (weighted / unweighted), BC-All, BC-Safe, BC-Lag,
+    FISOR-lite. ``margins`` [S]: each seed's selection margin, shared by every policy that
+    uses the Q_h / Q_r rule (ours and its ablations)."""
+    S, N = int(c.num_seeds), int(c.num_candidates)
+    cg, cstate = models.critics
+    fg, fparams = models.flow
+    uparams = models.flow_unweighted
+    rg, rparams = models.refiner
+    actors = models.actors
+    eps_sweep = tuple(float(e) for e in c.eps_sweep)
+    full = lambda v: jnp.full((S,), v, jnp.float32)  # noqa: E731  (a per-seed budget)
+    ours = policies.refined_policy(fg, rg, cg, N)  # one act, so one compile for the sweep
+    prior = baselines.prior_only(fg, cg, N)
+    bc = baselines.bc_all(actors["bc_all"][0])
+    m = jnp.asarray(margins, jnp.float32)
     pol = {}
     for j, e in enumerate(eps_sweep):
-        pol[report.eps_name(e)] = (policies.refined_policy(fg, rg, cg, N, e),
-                                   (_eps_slice(rparams, j), fparams, cstate.params))
+        pol[report.eps_name(e)] = (ours, (_eps_slice(rparams, j), fparams, cstate.params,
+                                          full(e), m))
     j_ours = eps_sweep.index(float(c.latent_budget))
     pol["ours_deterministic"] = (
-        policies.refined_policy(fg, rg, cg, N, float(c.latent_budget), deterministic=True),
-        (_eps_slice(rparams, j_ours), fparams, cstate.params))
-    pol["unweighted_prior_refiner"] = (
-        policies.refined_policy(fg, rg, cg, N, float(c.latent_budget)),
-        (_eps_slice(ruparams, 0), uparams, cstate.params))
-    pol["prior_only"] = (baselines.prior_only(fg, cg, N), (fparams, cstate.params))
-    pol["prior_only_unweighted"] = (baselines.prior_only(fg, cg, N), (uparams, cstate.params))
-    for kind in ("bc_all", "bc_safe"):
-        pol[kind] = (baselines.bc_all(actors[kind][0]), actors[kind][1])
+        policies.refined_policy(fg, rg, cg, N, deterministic=True),
+        (_eps_slice(rparams, j_ours), fparams, cstate.params, full(c.latent_budget), m))
+    pol["unweighted_prior_refiner"] = (ours, (_eps_slice(rparams, len(eps_sweep)), uparams,
+                                              cstate.params, full(c.latent_budget), m))
+    pol["prior_only"] = (prior, (fparams, cstate.params, m))
+    pol["prior_only_unweighted"] = (prior, (uparams, cstate.params, m))
+    pol["bc_all"] = (bc, actors["bc_all"][1])
+    pol["bc_safe"] = (bc, actors["bc_safe"][1])
     pol["bc_lag"] = (baselines.bc_lag(actors["bc_lag"][0]), actors["bc_lag"][1])
     pol["fisor_lite"] = (baselines.fisor_lite(actors["fisor_lite"][0], cg, N),
                          (actors["fisor_lite"][1], cstate.params))
+    return pol
+
+
+def evaluate_policies(c, models: Models, pol: dict) -> tuple[dict, dict, jax.Array]:
+    """Rolls every policy out from the same ``c.eval_episodes`` starts, every seed.
+
+    Returns (metrics by name, seed-0 xy paths of the first episodes by name, avoidable [E]).
+    """
+    keys = _keys(c)
+    env_params = envs.EnvParams()
+    fg, _ = models.flow
+    starts, avoid = evaluate.eval_starts(keys["eval"], int(c.eval_episodes), env_params)
     methods, paths = {}, {}
-    r_min, r_max = summary["r_min"], summary["r_max"]
-    ds_pair = (data["observations"], data["actions"])
+    r_min, r_max = models.summary["r_min"], models.summary["r_max"]
+    ds_pair = (models.data["observations"], models.data["actions"])
     for j, (name, (act, params)) in enumerate(pol.items()):
         t0 = time.time()
         roll = evaluate.rollout_seeds(act, params, jax.random.fold_in(keys["eval"], 1000 + j),
                                       starts, env_params)
         methods[name] = evaluate.policy_metrics(
-            roll, avoid, r_min, r_max, float(c.kappa), unweighted_flow=(fg, uparams),
+            roll, avoid, r_min, r_max, float(c.kappa), unweighted_flow=(fg, models.flow_unweighted),
             dataset=ds_pair, key=jax.random.fold_in(keys["nn"], j))
         paths[name] = np.asarray(roll["xy"][0, :, :report.TRAJ_EPISODES])
         m = methods[name]
@@ -266,20 +380,73 @@ def run(c, workdir: str) -> dict:
                      "OOD %.2f  (%.1f s)", j + 1, len(pol), name, m["r_norm"], m["c_norm"],
                      m["violation_rate"], m["avoidable_violation_rate"], m["ood_nll"],
                      time.time() - t0)
-    timed("evaluation")
+    return methods, paths, avoid
 
-    # 7. bounds
-    j_b = j_ours
-    bnd = bound_metrics(c, (cg, cstate), (fg, fparams), (rg, _eps_slice(rparams, j_b)),
-                        keys["bounds"])
-    timed("bounds")
 
-    m, claims = report.evaluate(c, summary, methods, ious, bnd)
+def budget_diagnostics(c, models: Models, n: int = 2048) -> dict:
+    """What each budget of the sweep does before selection, on ``n`` dataset states: the mean
+    latent shift ||z2 - z0|| of the trained refiner, and the mean -log pi_unweighted of the
+    refined candidates a = f(z2; s) (the OOD measure without the selection and without the
+    state distribution of a rollout). Lists over the sweep, each averaged over seeds."""
+    from icml26_jax.safe_flow_rl.refiner import refine
+
+    cg, cstate = models.critics
+    fg, fparams = models.flow
+    rg, rparams = models.refiner
+    k_s, k_z = jax.random.split(jax.random.fold_in(_keys(c)["bounds"], 7))
+    obs = models.data["observations"]
+    s = obs[jax.random.randint(k_s, (n,), 0, obs.shape[0])]
+    z0 = jax.random.normal(k_z, (n, 2), jnp.float32)
+
+    @jax.jit
+    def one(rp, fp, up, cp, eps):
+        ref, flow, uflow = nnx.merge(rg, rp), nnx.merge(fg, fp), nnx.merge(fg, up)
+        z2, aux = refine(ref.g_h, ref.g_r, s, z0, eps / 2, eps / 2)
+        a = flow(z2, s)
+        qh, qr, _ = critics.q_values(cg, cp, s, a)
+        return (jnp.mean(aux["shift_norm"]), -jnp.mean(uflow.log_prob(a, s)), jnp.mean(qh),
+                jnp.mean(qr))
+
+    out = {"latent_shift": [], "candidate_ood_nll": [], "candidate_qh": [], "candidate_qr": []}
+    for j, e in enumerate(float(x) for x in c.eps_sweep):
+        vals = [one(_seed(_eps_slice(rparams, j), i), _seed(fparams, i),
+                    _seed(models.flow_unweighted, i), _seed(cstate.params, i), jnp.float32(e))
+                for i in range(int(c.num_seeds))]
+        for k, v in zip(out, zip(*vals)):
+            out[k].append(float(np.mean([float(x) for x in v])))
+    return out
+
+
+def run(c, workdir: str) -> dict:
+    """Runs the experiment of config ``c`` in ``workdir``; returns the results dict."""
+    normalise_config(c)
+    validate_config(c)
+    t_start = time.time()
+    os.makedirs(workdir, exist_ok=True)
+    stage_s = {}
+    models = fit(c, workdir, stage_s)
+    t0 = time.time()
+    margins, calib = calibrate_margin(c, models)
+    stage_s["calibration"] = time.time() - t0
+    t0 = time.time()
+    methods, paths, avoid = evaluate_policies(c, models, policies_of(c, models, margins))
+    stage_s["evaluation"] = time.time() - t0
+    t0 = time.time()
+    j_ours = [float(e) for e in c.eps_sweep].index(float(c.latent_budget))
+    rg, rparams = models.refiner
+    bnd = bound_metrics(c, models.critics, models.flow, (rg, _eps_slice(rparams, j_ours)),
+                        _keys(c)["bounds"])
+    stage_s["bounds"] = time.time() - t0
+    logging.info("evaluation %.1f s, bounds %.1f s", stage_s["evaluation"], stage_s["bounds"])
+
+    m, claims = report.evaluate(c, models.summary, methods, models.ious, bnd)
+    m["eps_sweep"].update(budget_diagnostics(c, models))
     m["stage_s"] = stage_s
+    m["selection_margin"] = calib
     m["avoidable_starts"] = float(np.mean(np.asarray(avoid)))
     figures = []
     if distributed.is_primary():
-        figures = report.plots(c, workdir, methods, learned, truth, paths, bnd)
+        figures = report.plots(c, workdir, methods, *models.iou_masks, paths, bnd)
     runtime = time.time() - t_start
     m["stage_s"]["total_s"] = runtime
     path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed, config=c,

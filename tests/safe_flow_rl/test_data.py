@@ -238,3 +238,16 @@ def test_load_dsrl_hdf5(tmp_path):
         for k, v in raw.items():
             f.create_dataset(k, data=v)
     _check_dsrl(data.load_dsrl(path), raw)
+
+
+def test_a_users_file_in_our_schema_goes_through_the_tfds_builder(tmp_path):
+    from icml26_jax.datasets import offline_episodes
+    from icml26_jax.safe_flow_rl import configs, train
+    ds = data.make_dataset(P, 1500, jax.random.key(5))
+    path = offline_episodes.save_source(ds, tmp_path / "mine.npz")
+    c = configs.get_config("smoke")
+    c.data_path = path
+    got, info = train._dataset(c, str(tmp_path / "wd"))
+    assert os.path.isdir(tmp_path / "wd" / "data" / "tfds" / offline_episodes.NAME)
+    for k in data.KEYS:
+        np.testing.assert_array_equal(got[k], ds[k])

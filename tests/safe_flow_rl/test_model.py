@@ -19,7 +19,7 @@ import pytest
 from flax import nnx
 
 from icml26_jax.safe_flow_rl.model import (ConditionalRealNVP, LatentRefiner, MLP,
-                                           base_log_prob, tanh_log_det)
+                                           base_log_prob, distrax_flow, tanh_log_det)
 
 A, O = 2, 11
 PERTURB = 0.02
@@ -217,34 +217,11 @@ def test_log_prob_is_base_plus_inverse_logdet():
 
 
 def test_log_prob_matches_distrax():
-    distrax = pytest.importorskip("distrax")
+    pytest.importorskip("distrax")
     flow = _flow()
     jf = _Jitted(flow)
     z, s = _data()
-    s_max = flow.s_max
-
-    def conditioner(k):
-        n_keep, keep_first = flow.partitions[k]
-
-        def cond(x):  # x [B, A], the transformed dims zeroed by distrax
-            kept = x[..., :n_keep] if keep_first else x[..., A - n_keep:]
-            raw, shift = jnp.split(flow.conditioners[k](jnp.concatenate([s, kept], -1)), 2, -1)
-            log_scale = s_max * jnp.tanh(raw / s_max)
-            pad = jnp.zeros(kept.shape, x.dtype)  # unused values at the kept dims
-            join = (lambda p: jnp.concatenate([pad, p], -1)) if keep_first else (
-                lambda p: jnp.concatenate([p, pad], -1))
-            return join(shift), join(log_scale)
-        return cond
-
-    couplings = []
-    for k in range(flow.n_coupling):
-        n_keep, keep_first = flow.partitions[k]
-        mask = np.arange(A) < n_keep if keep_first else np.arange(A) >= A - n_keep
-        couplings.append(distrax.MaskedCoupling(
-            mask=jnp.asarray(mask), conditioner=conditioner(k),
-            bijector=lambda p: distrax.ScalarAffine(shift=p[0], log_scale=p[1])))
-    chain = distrax.Chain([distrax.Block(distrax.Tanh(), 1)] + couplings[::-1])
-    dist = distrax.Transformed(distrax.MultivariateNormalDiag(jnp.zeros(A), jnp.ones(A)), chain)
+    chain, dist = distrax_flow(flow, s)
 
     a, ld = jf.forward(z, s)
     a_ref, ld_ref = jax.jit(chain.forward_and_log_det)(z)

@@ -52,3 +52,10 @@ def test_selection_prefers_feasible_reward_then_falls_back_to_min_qh():
     # batched
     b = policies.select_index(jnp.stack([qh, qh_bad]), jnp.stack([qr, qr]))
     np.testing.assert_array_equal(b, [2, 1])
+    # a margin: feasible means Q_h <= -m (only candidate 2 at m = 0.15; none at m = 0.3)
+    qr2 = jnp.asarray([9.0, 3.0, 2.0, 5.0])
+    assert int(policies.select_index(qh, qr2)) == 1
+    assert int(policies.select_index(qh, qr2, 0.15)) == 2
+    assert int(policies.select_index(qh, qr2, 0.3)) == 2  # fallback: argmin Q_h
+    b = policies.select_index(jnp.stack([qh, qh]), jnp.stack([qr2, qr2]), jnp.asarray([0., .15]))
+    np.testing.assert_array_equal(b, [1, 2])

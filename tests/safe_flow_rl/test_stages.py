@@ -45,6 +45,18 @@ def test_killed_and_resumed_critic_stage_equals_uninterrupted(small, tmp_path, m
         stages.critic_stage(c, d, key, str(tmp_path / "b"), 8)
 
 
+def test_vmapped_seeds_equal_separate_runs(small, tmp_path):
+    c, d = small
+    one = c.copy_and_resolve_references()
+    one.num_seeds = 1
+    key = jax.random.key(3)
+    _, pair, _ = stages.critic_stage(c, d, key, str(tmp_path / "two"), 1)
+    _, alone, _ = stages.critic_stage(one, d, key, str(tmp_path / "one"), 1)
+    for a, b in zip(jax.tree.leaves(pair.params), jax.tree.leaves(alone.params)):
+        np.testing.assert_allclose(a[0], b[0], atol=2e-5)
+    assert not np.allclose(jax.tree.leaves(pair.params)[0][1], jax.tree.leaves(alone.params)[0][0])
+
+
 def test_feasibility_iou_of_a_constant_critic(small):
     c, d = small
     g, state = stages.init_critics(c, d["observations"].shape[1], d["actions"].shape[1],
