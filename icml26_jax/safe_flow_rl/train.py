@@ -23,6 +23,7 @@ from flax import nnx
 from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.safe_flow_rl import (baselines, bounds, configs, critics, data as data_lib,
                                      envs, evaluate, policies, report, stages)
+from icml26_jax.safe_flow_rl.refiner import refine
 
 PAPER = "safe_flow_rl"
 KL_STATES, KL_SAMPLES, KL_DELTA = 8, 10_000, 0.5  # claim 11
@@ -141,7 +142,6 @@ def bound_metrics(c, crit, flow, ref, key) -> dict:
         k0, kb, kt = jax.random.split(k, 3)
         z0 = jax.random.normal(k0, (W2_SAMPLES, A), jnp.float32)
         sb = jnp.broadcast_to(s, (W2_SAMPLES,) + s.shape)
-        from icml26_jax.safe_flow_rl.refiner import refine
         z2, _ = refine(r.g_h, r.g_r, sb, z0, eps / 2, eps / 2)
         coupling = bounds.coupling_w2(flow_m, s, z0, z2)
         ball = bounds.latent_ball(kb, LIP_POINTS, A, 3.0 + eps)
@@ -388,8 +388,6 @@ def budget_diagnostics(c, models: Models, n: int = 2048) -> dict:
     latent shift ||z2 - z0|| of the trained refiner, and the mean -log pi_unweighted of the
     refined candidates a = f(z2; s) (the OOD measure without the selection and without the
     state distribution of a rollout). Lists over the sweep, each averaged over seeds."""
-    from icml26_jax.safe_flow_rl.refiner import refine
-
     cg, cstate = models.critics
     fg, fparams = models.flow
     rg, rparams = models.refiner
