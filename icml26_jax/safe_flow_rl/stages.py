@@ -354,13 +354,13 @@ def actor_stage(c, kind: str, data: dict, key, directory: str, fingerprint: int,
     params = jax.tree.map(lambda *x: jnp.stack(x), *[m[1] for m in made])
     tx = B.actor_optimizer(float(c.lr))
     opt = jax.vmap(tx.init)(params)
-    pool = jnp.asarray(safe_idx if kind == "bc_safe" else np.arange(obs.shape[0]), jnp.int32)
     if kind == "bc_safe" and safe_idx is None:
         raise ValueError("actor_stage(kind='bc_safe') needs safe_idx")
     if kind == "fisor_lite" and weights is None:
         raise ValueError("actor_stage(kind='fisor_lite') needs weights")
     if kind == "bc_lag" and crit is None:
         raise ValueError("actor_stage(kind='bc_lag') needs crit")
+    pool = jnp.asarray(safe_idx if kind == "bc_safe" else np.arange(obs.shape[0]), jnp.int32)
 
     def batch_idx(seed_key, i):
         j = jax.random.randint(jax.random.fold_in(seed_key, i), (bs,), 0, pool.shape[0])

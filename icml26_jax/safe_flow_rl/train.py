@@ -124,10 +124,8 @@ def bound_metrics(c, crit, flow, ref, key) -> dict:
     starts, _ = evaluate.eval_starts(ks, max(KL_STATES, W2_STATES))
     states = envs.observation(starts, envs.EnvParams())
     A = 2
-    out = {"kl_zscore": [], "kl_mc": [], "kl_se": [], "w2_ratio": [], "w2_coupling": [],
-           "lipschitz": [], "w2_bound": []}
+    out = {}
 
-    @jax.jit
     def kl_one(fp, s, k):
         flow_m = nnx.merge(fg, fp)
         kd, km = jax.random.split(k)
@@ -136,7 +134,6 @@ def bound_metrics(c, crit, flow, ref, key) -> dict:
         return (bounds.mc_kl_through_flow(flow_m, s, delta, km, KL_SAMPLES),
                 bounds.mc_kl_through_flow(flow_m, s, delta, km, KL_SAMPLES, space="action"))
 
-    @jax.jit
     def w2_one(fp, rp, s, k):
         flow_m, r = nnx.merge(fg, fp), nnx.merge(rg, rp)
         k0, kb, kt = jax.random.split(k, 3)
@@ -151,28 +148,29 @@ def bound_metrics(c, crit, flow, ref, key) -> dict:
                                                                          z2[:64]]))
         return coupling, lip
 
-    for i in range(S):
-        fp, rp = _seed(fparams, i), _seed(rparams, i)
-        per_state = [kl_one(fp, states[j], jax.random.fold_in(jax.random.fold_in(kk, i), j))
-                     for j in range(KL_STATES)]
-        for tag, which in (("", 0), ("_action_space", 1)):
-            est = np.array([float(r[which][0]) for r in per_state])
-            se = np.array([float(r[which][1]) for r in per_state])
-            pooled, pooled_se = float(est.mean()), float(np.sqrt(np.sum(se ** 2)) / KL_STATES)
-            out.setdefault("kl_mc" + tag, []).append(pooled)
-            out.setdefault("kl_se" + tag, []).append(pooled_se)
-            out.setdefault("kl_zscore" + tag, []).append(abs(pooled - KL_DELTA ** 2 / 2)
-                                                         / pooled_se)
-        ratios, coup, lips = [], [], []
-        for j in range(W2_STATES):
-            cw, lip = w2_one(fp, rp, states[j], jax.random.fold_in(jax.random.fold_in(kw, i), j))
-            coup.append(float(cw))
-            lips.append(float(lip))
-            ratios.append(float(cw) / (float(lip) * eps) if eps > 0 else 0.0)
-        out["w2_ratio"].append(float(np.max(ratios)))
-        out["w2_coupling"].append(coup)
-        out["lipschitz"].append(lips)
-        out["w2_bound"].append([l_ * eps for l_ in lips])
+    def grid_keys(key, n):  # [S, n]: key (i, j) = fold_in(fold_in(key, i), j)
+        return jnp.stack([jnp.stack([jax.random.fold_in(jax.random.fold_in(key, i), j)
+                                     for j in range(n)]) for i in range(S)])
+
+    # Seeds and states at once: a vmap over seeds (params, keys) of a vmap over states.
+    n_states = jnp.broadcast_to(states, (S,) + states.shape)
+    kl = jax.jit(jax.vmap(jax.vmap(kl_one, in_axes=(None, 0, 0))))(
+        fparams, n_states[:, :KL_STATES], grid_keys(kk, KL_STATES))
+    coupling, lip = jax.jit(jax.vmap(jax.vmap(w2_one, in_axes=(None, None, 0, 0))))(
+        fparams, rparams, n_states[:, :W2_STATES], grid_keys(kw, W2_STATES))
+    for tag, (est, se) in (("", kl[0]), ("_action_space", kl[1])):
+        est, se = np.asarray(est, np.float64), np.asarray(se, np.float64)  # [S, states]
+        pooled = est.mean(1)
+        pooled_se = np.sqrt(np.sum(se ** 2, 1)) / KL_STATES
+        out["kl_mc" + tag] = pooled.tolist()
+        out["kl_se" + tag] = pooled_se.tolist()
+        out["kl_zscore" + tag] = (np.abs(pooled - KL_DELTA ** 2 / 2) / pooled_se).tolist()
+    coupling, lip = np.asarray(coupling, np.float64), np.asarray(lip, np.float64)  # [S, states]
+    ratios = coupling / (lip * eps) if eps > 0 else np.zeros_like(coupling)
+    out["w2_ratio"] = ratios.max(1).tolist()
+    out["w2_coupling"] = coupling.tolist()
+    out["lipschitz"] = lip.tolist()
+    out["w2_bound"] = (lip * eps).tolist()
     out["kl_true"] = KL_DELTA ** 2 / 2
     out["eps"] = eps
     return out
@@ -405,14 +403,14 @@ def budget_diagnostics(c, models: Models, n: int = 2048) -> dict:
         return (jnp.mean(aux["shift_norm"]), -jnp.mean(uflow.log_prob(a, s)), jnp.mean(qh),
                 jnp.mean(qr))
 
-    out = {"latent_shift": [], "candidate_ood_nll": [], "candidate_qh": [], "candidate_qr": []}
-    for j, e in enumerate(float(x) for x in c.eps_sweep):
-        vals = [one(_seed(_eps_slice(rparams, j), i), _seed(fparams, i),
-                    _seed(models.flow_unweighted, i), _seed(cstate.params, i), jnp.float32(e))
-                for i in range(int(c.num_seeds))]
-        for k, v in zip(out, zip(*vals)):
-            out[k].append(float(np.mean([float(x) for x in v])))
-    return out
+    names = ("latent_shift", "candidate_ood_nll", "candidate_qh", "candidate_qr")
+    eps = jnp.asarray([float(x) for x in c.eps_sweep], jnp.float32)
+    # seeds x budgets in one call: vmap over seeds of a vmap over the sweep's refiners
+    vals = jax.vmap(jax.vmap(one, in_axes=(0, None, None, None, 0)),
+                    in_axes=(0, 0, 0, 0, None))(
+        jax.tree.map(lambda x: x[:, :len(eps)], rparams), fparams, models.flow_unweighted,
+        cstate.params, eps)  # each [S, E]
+    return {k: np.asarray(v, np.float64).mean(0).tolist() for k, v in zip(names, vals)}
 
 
 def run(c, workdir: str) -> dict:
