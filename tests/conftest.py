@@ -1,17 +1,30 @@
-"""Test-wide JAX set-up: 8 CPU devices (so every sharded path runs) and strict promotion.
+"""Test-wide JAX set-up: 8 CPU devices (so every sharded path runs), strict promotion and a
+persistent compilation cache for this session.
 
 pytest imports this module before any test module, hence before any JAX backend starts;
-the CPU device count cannot change after that.
+the CPU device count cannot change after that. The compilation cache lives in a fresh
+temporary directory (removed at exit, so runs never share it): programs compiled again after
+``jax.clear_caches`` below, or by the notebook kernels (they inherit
+``JAX_COMPILATION_CACHE_DIR``), are read back instead of recompiled.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="icml26_jax_test_cache_")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 import gc  # noqa: E402

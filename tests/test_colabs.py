@@ -276,13 +276,29 @@ def _check_safe_flow_rl(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_tgsf(text: str, nb, workdir: pathlib.Path) -> None:
+    pairs = re.findall(r"order-1 error at D = [0-9.]+: ([0-9.]+) \(a D\^2 / 2 = ([0-9.]+)\)",
+                       text)
+    assert len(pairs) == 3 and all(abs(float(a) - float(b)) < 1e-3 for a, b in pairs), pairs
+    m = re.search(r"pseudo-flow error \(median\) ([0-9.]+) px", text)
+    assert m and 0.2 < float(m.group(1)) < 2.0, m
+    res = results.load_results(workdir)
+    assert res["paper"] == "tgsf" and res["variant"] == "smoke"
+    names = {c["name"] for c in res["claims"]}
+    assert {"order2_beats_order1_extrapolation", "ff_order2_beats_order1"} <= names, names
+    for png in ("extrapolation_psnr.png", "renders.png", "flow.png", "ff_examples.png"):
+        assert (workdir / png).stat().st_size > 0, png
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
                   "simplicity_bias": _check_simplicity_bias,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
-                  "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl}
+                  "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
+                  "tgsf": _check_tgsf}
 
 
 @pytest.mark.notebook

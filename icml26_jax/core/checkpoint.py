@@ -14,10 +14,14 @@ Resuming a run::
         for step in range(start + 1, num_steps + 1):
             state = train_step(state)
             ckpt.save(step, state, force=step == num_steps)
+
+For training in chunks use :func:`run_chunks`; :func:`seed_loop` runs it over a vmapped step
+that trains every seed (or arm) at once, and :func:`cached` saves one finished stage.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -25,6 +29,7 @@ import os
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -240,3 +245,45 @@ def cached(directory: str | os.PathLike, *, fingerprint: int, compute, name: str
     save(directory, 0, {"fingerprint": int(fingerprint), "result": result})
     logging.getLogger("absl").info("%s done in %.1f s", name, time.time() - t0)
     return result
+
+
+def per_seed_keys(key, n: int):
+    """[n] keys, key i = fold_in(key, i): seed i's randomness does not depend on how many
+    seeds run, so a vmapped run's seed i equals a separate run of seed i alone."""
+    return jnp.stack([jax.random.fold_in(key, i) for i in range(int(n))])
+
+
+def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
+              fingerprint: int, name: str, message):
+    """Trains every seed at once for ``steps`` steps in resumable chunks (orbax).
+
+    Args:
+      state: the trained pytree, stacked over seeds [S, ...] (params, optimiser state, ...).
+      args: frozen per-seed inputs stacked [S, ...] (critics, flows, scales), or None.
+      one: ``one(state_s, args_s, seed_key, step) -> (state_s, logs_s)``, one seed's step;
+        ``logs_s`` a dict of arrays (scalars, or [E] for an inner sweep).
+      seed_keys: [S] keys; step ``i`` of seed ``s`` draws from ``fold_in(seed_keys[s], i)``.
+      steps, chunk, directory, fingerprint, name: as in ``run_chunks``.
+      message: ``message(logs_of_last_step) -> str`` for the progress line.
+
+    Returns:
+      (state, logs) with logs[k] [steps, S, ...].
+    """
+    vstep = jax.vmap(one, in_axes=(0, 0, 0, None))
+
+    @functools.partial(jax.jit, static_argnames=("n",))
+    def run(st, start, n):
+        return jax.lax.scan(lambda st, i: vstep(st, args, seed_keys, i), st,
+                            start + jnp.arange(n))
+
+    shapes = jax.eval_shape(lambda st: vstep(st, args, seed_keys, jnp.int32(0))[1], state)
+    logs = {k: np.zeros((int(steps),) + v.shape, np.float32) for k, v in shapes.items()}
+
+    def advance(st, lg, start, n):
+        st, out = run(st, jnp.int32(start), n)
+        for k, v in out.items():
+            lg[k][start:start + n] = np.asarray(v)
+        return st, message({k: np.asarray(v[-1]) for k, v in out.items()})
+
+    return run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
+                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)

@@ -11,14 +11,12 @@ weights.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from icml26_jax.core import checkpoint
+from icml26_jax.core.checkpoint import per_seed_keys, seed_loop
 from icml26_jax.safe_flow_rl import critics, envs
 
 CRITIC_FIELDS = ("observations", "actions", "rewards", "h", "costs", "next_observations",
@@ -40,48 +38,6 @@ def sample_batch(data: dict, key, batch_size: int) -> dict:
 def critic_config(c) -> critics.CriticConfig:
     return critics.CriticConfig(gamma=float(c.gamma), expectile_h=float(c.expectile_h),
                                 expectile_r=float(c.expectile_r), lr=float(c.lr))
-
-
-def per_seed_keys(key, n: int):
-    """[n] keys, key i = fold_in(key, i): seed i's randomness does not depend on how many
-    seeds run, so a vmapped run's seed i equals a separate run of seed i alone."""
-    return jnp.stack([jax.random.fold_in(key, i) for i in range(int(n))])
-
-
-def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
-              fingerprint: int, name: str, message):
-    """Trains every seed at once for ``steps`` steps in resumable chunks (orbax).
-
-    Args:
-      state: the trained pytree, stacked over seeds [S, ...] (params, optimiser state, ...).
-      args: frozen per-seed inputs stacked [S, ...] (critics, flows, scales), or None.
-      one: ``one(state_s, args_s, seed_key, step) -> (state_s, logs_s)``, one seed's step;
-        ``logs_s`` a dict of arrays (scalars, or [E] for an inner sweep).
-      seed_keys: [S] keys; step ``i`` of seed ``s`` draws from ``fold_in(seed_keys[s], i)``.
-      steps, chunk, directory, fingerprint, name: as in ``checkpoint.run_chunks``.
-      message: ``message(logs_of_last_step) -> str`` for the progress line.
-
-    Returns:
-      (state, logs) with logs[k] [steps, S, ...].
-    """
-    vstep = jax.vmap(one, in_axes=(0, 0, 0, None))
-
-    @functools.partial(jax.jit, static_argnames=("n",))
-    def run(st, start, n):
-        return jax.lax.scan(lambda st, i: vstep(st, args, seed_keys, i), st,
-                            start + jnp.arange(n))
-
-    shapes = jax.eval_shape(lambda st: vstep(st, args, seed_keys, jnp.int32(0))[1], state)
-    logs = {k: np.zeros((int(steps),) + v.shape, np.float32) for k, v in shapes.items()}
-
-    def advance(st, lg, start, n):
-        st, out = run(st, jnp.int32(start), n)
-        for k, v in out.items():
-            lg[k][start:start + n] = np.asarray(v)
-        return st, message({k: np.asarray(v[-1]) for k, v in out.items()})
-
-    return checkpoint.run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
-                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)
 
 
 def init_critics(c, obs_dim: int, action_dim: int, key):

@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 
+from icml26_jax.core import checkpoint
 from icml26_jax.safe_flow_rl import configs, data, envs, stages
 
 
@@ -20,7 +21,7 @@ def test_killed_and_resumed_critic_stage_equals_uninterrupted(small, tmp_path, m
     c, d = small
     key = jax.random.key(1)
     _, whole, logs_whole = stages.critic_stage(c, d, key, str(tmp_path / "a"), 7)
-    real = stages.checkpoint.run_chunks
+    real = checkpoint.run_chunks
 
     def killed_after_one_chunk(directory, **kw):
         advance, calls = kw["advance"], []
@@ -33,10 +34,10 @@ def test_killed_and_resumed_critic_stage_equals_uninterrupted(small, tmp_path, m
 
         return real(directory, **{**kw, "advance": once})
 
-    monkeypatch.setattr(stages.checkpoint, "run_chunks", killed_after_one_chunk)
+    monkeypatch.setattr(checkpoint, "run_chunks", killed_after_one_chunk)
     with pytest.raises(RuntimeError, match="killed"):
         stages.critic_stage(c, d, key, str(tmp_path / "b"), 7)
-    monkeypatch.setattr(stages.checkpoint, "run_chunks", real)
+    monkeypatch.setattr(checkpoint, "run_chunks", real)
     _, resumed, logs_resumed = stages.critic_stage(c, d, key, str(tmp_path / "b"), 7)
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)),
                  whole.params, resumed.params)

@@ -31,8 +31,13 @@ def test_init_back_projects_pixels_onto_the_depth_and_anchors_at_keyframes():
     np.testing.assert_array_equal(g.vel, 0.0)
     np.testing.assert_array_equal(g.acc, 0.0)
     np.testing.assert_array_equal(g.log_tscale, 0.0)
-    with pytest.raises(ValueError, match="multiple"):
-        fit.init_from_frames(frames, depths, cams, [0.0, 0.35, 0.7], 50, jax.random.key(2))
+    padded = fit.init_from_frames(frames, depths, cams, [0.0, 0.35, 0.7], 50,
+                                  jax.random.key(2))
+    assert padded.mean.shape == (50, 3)
+    np.testing.assert_array_equal(padded.opacity_logit[48:], fit.PAD_LOGIT)
+    np.testing.assert_allclose(padded.mean[:48], g.mean)
+    with pytest.raises(ValueError, match="at least"):
+        fit.init_from_frames(frames, depths, cams, [0.0, 0.35, 0.7], 2, jax.random.key(2))
 
 
 def test_optimizer_uses_the_per_field_learning_rates():
