@@ -208,6 +208,7 @@ def test_acceleration_stats_find_the_object_gaussians():
     np.testing.assert_allclose(s["bg_acc_norm"], [0.5], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_killed_fit_resumes_to_the_same_numbers(mono, tmp_path, monkeypatch):
     from icml26_jax.core import checkpoint
 
@@ -242,6 +243,7 @@ def test_killed_fit_resumes_to_the_same_numbers(mono, tmp_path, monkeypatch):
         fit.fit(datas, arms, directory=str(tmp_path / "b"), **{**kw, "fingerprint": 6})
 
 
+@pytest.mark.slow
 def test_fit_scene_applies_its_arm(tmp_path):
     sc = scenes.make_scene("S4", 1)
     cfg = {"image_size": SIZE, "num_gaussians": 30, "steps": 2, "order": 1,
