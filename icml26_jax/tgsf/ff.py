@@ -154,25 +154,25 @@ def _ema_update(ema, params, step, decay: float):
     return jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema, params)
 
 
-def train_models(c, workdir: str, pool: Clips, graphdef, params0):
-    """Trains the three arms vmapped; returns (EMA params stacked [3], logs)."""
+def _train(c, workdir: str, pool: Clips, clip_fn, params, args, *, name: str,
+           extra: dict | None = None):
+    """Trains stacked models [A] (``args`` [A] or None) on the same random batches with
+    AdamW + EMA, resumable; ``clip_fn(params, arg, clip_in, clip_rgb, key, step) -> (loss,
+    terms)``. Returns (EMA params [A], logs)."""
     tx = _tx(c)
-    A = len(ARM_NAMES)
-    stack = lambda x: jnp.stack([x] * A)  # noqa: E731  identical initialisation per arm
-    params = jax.tree.map(stack, params0)
+    A = jax.tree.leaves(params)[0].shape[0]
     state = FFState(params, jax.vmap(tx.init)(params), params)
     M = pool.query_rgb.shape[0]
     B = int(c.ff_batch)
 
-    def one(st, arm, key, step):
+    def one(st, arg, key, step):
         kb = jax.random.fold_in(key, step)
         idx = jax.random.randint(kb, (B,), 0, M)
         keys = jax.random.split(jax.random.fold_in(kb, 1), B)
 
         def loss(p):
-            f = lambda i, k: clip_loss(p, graphdef, arm,  # noqa: E731
-                                       jax.tree.map(lambda x: x[i], pool.inputs),
-                                       pool.query_rgb[i], k, step)
+            f = lambda i, k: clip_fn(p, arg, jax.tree.map(lambda x: x[i], pool.inputs),  # noqa: E731
+                                     pool.query_rgb[i], k, step)
             ls, terms = jax.vmap(f)(idx, keys)
             return jnp.mean(ls), jax.tree.map(jnp.mean, terms)
 
@@ -183,15 +183,23 @@ def train_models(c, workdir: str, pool: Clips, graphdef, params0):
         return FFState(p, opt, ema), dict(terms, loss=l)
 
     key = jax.random.fold_in(jax.random.key(int(c.seed)), 3)
-    keys = jnp.stack([key] * A)  # the same batches for every arm (paired comparison)
+    keys = jnp.stack([key] * A)  # the same batches for every model (paired comparison)
     fp = checkpoint.config_fingerprint({k: c[k] for k in (
         "seed", "ff_image_size", "ff_width", "ff_steps", "ff_batch", "ff_lr", "ff_warmup",
-        "ff_ema", "ff_train_clips")})
+        "ff_ema", "ff_train_clips")} | (extra or {}))
     state, logs = checkpoint.seed_loop(
-        state, arms(), one, keys, steps=int(c.ff_steps), chunk=max(1, int(c.ff_steps) // 5),
-        directory=os.path.join(workdir, "ckpt", "e3"), fingerprint=fp, name="e3",
+        state, args, one, keys, steps=int(c.ff_steps), chunk=max(1, int(c.ff_steps) // 5),
+        directory=os.path.join(workdir, "ckpt", name), fingerprint=fp, name=name,
         message=lambda m: "loss " + " ".join(f"{float(x):.4f}" for x in m["loss"]))
     return state.ema, logs
+
+
+def train_models(c, workdir: str, pool: Clips, graphdef, params0):
+    """Trains the three arms vmapped from identical initial weights; returns (EMA params
+    stacked [3], logs)."""
+    params = jax.tree.map(lambda x: jnp.stack([x] * len(ARM_NAMES)), params0)
+    return _train(c, workdir, pool, lambda p, arm, *a: clip_loss(p, graphdef, arm, *a),
+                  params, arms(), name="e3")
 
 
 def offset_loss(params, graphdef, clip_in: datalib.FitData, clip_rgb, key, step):
@@ -222,40 +230,10 @@ def offset_loss(params, graphdef, clip_in: datalib.FitData, clip_rgb, key, step)
 
 def train_offset(c, workdir: str, pool: Clips, graphdef, params0):
     """Trains the offset-head baseline on the same batches; returns (EMA params, logs)."""
-    tx = _tx(c)
-    state = FFState(params0, tx.init(params0), params0)
-    M = pool.query_rgb.shape[0]
-    B = int(c.ff_batch)
-
-    def one(st, _, key, step):
-        kb = jax.random.fold_in(key, step)
-        idx = jax.random.randint(kb, (B,), 0, M)
-        keys = jax.random.split(jax.random.fold_in(kb, 1), B)
-
-        def loss(p):
-            f = lambda i, k: offset_loss(p, graphdef,  # noqa: E731
-                                         jax.tree.map(lambda x: x[i], pool.inputs),
-                                         pool.query_rgb[i], k, step)
-            ls, terms = jax.vmap(f)(idx, keys)
-            return jnp.mean(ls), jax.tree.map(jnp.mean, terms)
-
-        (l, terms), grads = jax.value_and_grad(loss, has_aux=True)(st.params)
-        upd, opt = tx.update(grads, st.opt, st.params)
-        p = optax.apply_updates(st.params, upd)
-        ema = _ema_update(st.ema, p, step.astype(jnp.float32), float(c.ff_ema))
-        return FFState(p, opt, ema), dict(terms, loss=l)
-
-    key = jax.random.fold_in(jax.random.key(int(c.seed)), 3)
-    state1 = jax.tree.map(lambda x: x[None], state)
-    fp = checkpoint.config_fingerprint({k: c[k] for k in (
-        "seed", "ff_image_size", "ff_width", "ff_steps", "ff_batch", "ff_lr", "ff_warmup",
-        "ff_ema", "ff_train_clips")} | {"offset": True})
-    state1, logs = checkpoint.seed_loop(
-        state1, None, one, key[None], steps=int(c.ff_steps),
-        chunk=max(1, int(c.ff_steps) // 5), directory=os.path.join(workdir, "ckpt", "e3_offset"),
-        fingerprint=fp, name="e3_offset",
-        message=lambda m: f"loss {float(m['loss'][0]):.4f}")
-    return jax.tree.map(lambda x: x[0], state1.ema), logs
+    ema, logs = _train(c, workdir, pool, lambda p, _, *a: offset_loss(p, graphdef, *a),
+                       jax.tree.map(lambda x: x[None], params0), None, name="e3_offset",
+                       extra={"offset": True})
+    return jax.tree.map(lambda x: x[0], ema), logs
 
 
 def render_queries(graphdef, params, arm: fitlib.Arm, clips: Clips):
