@@ -4,8 +4,8 @@ persistent compilation cache for this session.
 pytest imports this module before any test module, hence before any JAX backend starts;
 the CPU device count cannot change after that. The compilation cache lives in a fresh
 temporary directory (removed at exit, so runs never share it): programs compiled again after
-``jax.clear_caches`` below, or by the notebook kernels (they inherit
-``JAX_COMPILATION_CACHE_DIR``), are read back instead of recompiled.
+``jax.clear_caches`` below, by the notebook kernels or by the other ``pytest -n`` worker (they
+inherit ``JAX_COMPILATION_CACHE_DIR``) are read back instead of recompiled.
 """
 
 import atexit
@@ -28,8 +28,28 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 import gc  # noqa: E402
+import importlib.util  # noqa: E402
 
 import pytest  # noqa: E402
+
+if importlib.util.find_spec("xdist") is not None:
+
+    def pytest_xdist_make_scheduler(config, log):
+        """``pytest -n 2`` (the CI command) schedules whole test modules, except notebooks.
+
+        A module's expensive module-scoped fixtures (smoke-trained models) must run once, on
+        one worker, so a module is one work unit; each executed notebook is independent and
+        slow, so each is its own unit and the two workers share them.
+        """
+        from xdist.scheduler import LoadScopeScheduling
+
+        class _ModuleOrNotebook(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                if "test_colabs.py::test_notebook_executes[" in nodeid:
+                    return nodeid
+                return nodeid.split("::", 1)[0]
+
+        return _ModuleOrNotebook(config, log)
 
 
 @pytest.fixture(autouse=True, scope="module")
