@@ -291,6 +291,20 @@ def _check_tgsf(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_fpda(text: str, nb, workdir: pathlib.Path) -> None:
+    assert "forged share" in text and "0 [noise      ] forged noise level inconsistency" in text
+    m = re.search(r"(\d+)/16 claims hold at smoke size", text)
+    assert m, "the notebook did not report the claims"
+    res = results.load_results(workdir)
+    assert res["paper"] == "fpda" and res["variant"] == "smoke" and len(res["claims"]) == 16
+    assert "claims written: 16" in text
+    hist = re.search(r"r histogram: \[(\d+), (\d+), (\d+), (\d+)\]", text)
+    assert hist and sum(map(int, hist.groups())) == res["config"]["n_test"], hist
+    for png in ("masks_grid.png", "action_hist.png", "gate_hist.png", "robustness_bars.png"):
+        assert (workdir / png).stat().st_size > 0, png
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
@@ -298,7 +312,7 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
                   "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
-                  "tgsf": _check_tgsf}
+                  "tgsf": _check_tgsf, "fpda": _check_fpda}
 
 
 @pytest.mark.notebook

@@ -96,13 +96,22 @@ def _map_runs(mesh, fn, static, *args):
                          out_specs=P(RUNS), check_vma=False)(*args)
 
 
-def make_mesh(shape: Sequence[int], names: Sequence[str], devices=None) -> Mesh:
-    """``jax.make_mesh`` over the first ``prod(shape)`` devices (all of them by default)."""
+def make_mesh(shape: Sequence[int], names: Sequence[str], devices=None, *,
+              auto: bool = False) -> Mesh:
+    """``jax.make_mesh`` over the first ``prod(shape)`` devices (all of them by default).
+
+    Axes are Explicit (JAX's default) unless ``auto``: then XLA propagates shardings through
+    the program (plain data parallelism over a model whose reshapes would each need an
+    ``out_sharding`` under Explicit axes).
+    """
     size = math.prod(shape)
     devices = jax.devices()[:size] if devices is None else list(devices)
     if len(devices) != size:
         raise ValueError(f"mesh shape {tuple(shape)} needs {size} devices, got {len(devices)}")
-    return jax.make_mesh(tuple(shape), tuple(names), devices=devices)
+    kw = {}
+    if auto:
+        kw["axis_types"] = (jax.sharding.AxisType.Auto,) * len(shape)
+    return jax.make_mesh(tuple(shape), tuple(names), devices=devices, **kw)
 
 
 def put(x, mesh: Mesh, spec: P) -> jax.Array:

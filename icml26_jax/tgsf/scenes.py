@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from icml26_jax.core import photos
 from icml26_jax.tgsf import camera as camera_lib
 
 KINDS = ("S1", "S2", "S3", "S4", "S5", "S6")
@@ -34,10 +35,7 @@ PLANE_Z = 2.0  # world z of the back plane (cameras at radius 4 sit near z = -4)
 PLANE_TILE = 4.0  # world units covered by one (mirror-tiled) copy of the plane texture
 NO_HIT, PLANE = -2, -1  # hit ids; spheres are 0..K-1
 
-# Photos bundled inside the wheels (never an on-demand download), split by photo.
-_SKIMAGE_PHOTOS = ("astronaut", "chelsea", "camera", "coins", "brick", "gravel", "coffee",
-                   "rocket", "grass")
-_SKLEARN_PHOTOS = ("china.jpg", "flower.jpg")
+# Photos bundled inside the wheels (core.photos; never an on-demand download), split by photo.
 TEXTURE_SPLITS = {
     "train": ("astronaut", "camera", "coins", "brick", "coffee", "china.jpg", "gravel"),
     "test": ("chelsea", "rocket", "grass", "flower.jpg"),
@@ -45,31 +43,6 @@ TEXTURE_SPLITS = {
 
 
 # --------------------------------------------------------------------------- textures
-
-def _to_rgb_float(img) -> np.ndarray:
-    img = np.asarray(img)
-    if img.ndim == 2:
-        img = np.repeat(img[..., None], 3, axis=-1)
-    img = img[..., :3]
-    if img.dtype == np.uint8:
-        out = img.astype(np.float32) / np.float32(255.0)
-    else:  # bool or float images in [0, 1]
-        out = img.astype(np.float32)
-    out = np.clip(out, 0.0, 1.0)
-    out.setflags(write=False)
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _load_photo(name: str) -> np.ndarray:
-    if name in _SKIMAGE_PHOTOS:
-        from skimage import data as skdata  # local import: only data generation needs it
-        return _to_rgb_float(getattr(skdata, name)())
-    if name in _SKLEARN_PHOTOS:
-        from sklearn.datasets import load_sample_image
-        return _to_rgb_float(load_sample_image(name))
-    raise ValueError(f"unknown photo {name!r}")
-
 
 def textures(split: str) -> list[np.ndarray]:
     """The texture photos of one split (spec §Data "Textures").
@@ -84,7 +57,7 @@ def textures(split: str) -> list[np.ndarray]:
     """
     if split not in TEXTURE_SPLITS:
         raise ValueError(f"split must be one of {sorted(TEXTURE_SPLITS)}, got {split!r}")
-    return [_load_photo(n) for n in TEXTURE_SPLITS[split]]
+    return [photos.load_float(n) for n in TEXTURE_SPLITS[split]]
 
 
 # --------------------------------------------------------------------------- scene spec

@@ -9,6 +9,7 @@ import socket
 import numpy as np
 import pytest
 
+from icml26_jax.core import photos
 from icml26_jax.tgsf import camera as C
 from icml26_jax.tgsf import scenes as S
 
@@ -196,7 +197,8 @@ def test_textures_offline_and_split_disjoint(monkeypatch):
 
     monkeypatch.setattr(socket, "socket", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
-    S._load_photo.cache_clear()
+    photos.load_rgb.cache_clear()
+    photos.load_float.cache_clear()
     train, test = S.textures("train"), S.textures("test")
     assert len(train) >= 5 and len(test) >= 3
     assert not set(S.TEXTURE_SPLITS["train"]) & set(S.TEXTURE_SPLITS["test"])
