@@ -138,8 +138,7 @@ def figures(workdir: str, ev: dict, split: data_lib.Split, preds: dict) -> list[
     paths = []
     forged = np.flatnonzero(split.labels > 0)[:6]
     cols = ["image", "GT"] + list(preds)
-    fig, axes = plotting.figure(len(forged), len(cols), size=(1.4 * len(cols),
-                                                              1.4 * len(forged)))
+    fig, axes = plotting.figure(len(forged), len(cols), size=(1.4, 1.4))  # per panel
     axes = np.atleast_2d(axes)
     for i, idx in enumerate(forged):
         panels = [split.images[idx], split.masks[idx]] + [preds[k][idx] for k in preds]
@@ -153,7 +152,7 @@ def figures(workdir: str, ev: dict, split: data_lib.Split, preds: dict) -> list[
     paths.append(plotting.save(fig, os.path.join(workdir, "masks_grid.png")))
 
     f = ev["splits"]["test_id"]["fpda"]
-    fig, (a1, a2) = plotting.figure(1, 2, size=(9, 3))
+    fig, (a1, a2) = plotting.figure(1, 2, size=(4.5, 3))
     labels = ["".join(g[0] for g, on in zip(prompts.GROUPS, row) if on)
               for row in prompts.ROUTES]
     a1.bar(range(len(labels)), f["route_hist"])
