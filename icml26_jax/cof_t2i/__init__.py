@@ -1,0 +1,7 @@
+"""CoF-T2I (ICML 2026): video models as pure visual reasoners for text-to-image generation.
+
+Work in progress (issue 16): ``scenes`` is the procedural compositional world with
+GenEval-schema prompts, held-out combinations and the flat / refined renderers; ``evaluator``
+is GenEval's scoring on a programmatic, pixel-only detector. Trajectories, the frame
+autoencoder, the video DiT, flow matching and the experiment come next.
+"""
