@@ -1,0 +1,100 @@
+"""The frozen frame autoencoder (spec §Method "Frame autoencoder" [R]): the stand-in for the
+video VAE whose *independent* per-frame encoding CoF-T2I relies on.
+
+``FrameAE``: 32 x 32 x 3 -> 8 x 8 x 8 latents (two stride-2 3x3 convs, each with GroupNorm
+and SiLU, then a 1x1 conv to 8 channels) and a mirror decoder (nearest-neighbour
+upsampling + convs). Trained with MSE + 1e-4 ||z||^2 on flat, refined and draft renders, then
+frozen; ``latent_scale`` (the std of the training latents) makes the flow model see
+unit-variance latents.
+
+``encode_frames(ae, x, independent=True)`` encodes every frame of a clip as its own 1-frame
+clip (CoF-T2I's choice: F2 and F3 keep separate latents). A causal video VAE with temporal
+stride 4 would map 3 frames to 1 + ceil(2 / 4) = 2 latent frames and mix F2 with F3; that
+alternative is the optional ``cof_joint_enc`` arm.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+LATENT_CH = 8
+RES = 32
+
+
+def _groups(c: int) -> int:
+    return max(1, min(8, c // 4))
+
+
+class FrameAE(nnx.Module):
+    """Conv autoencoder ``[B, 32, 32, 3]`` in [0, 1] <-> ``[B, 8, 8, 8]``."""
+
+    def __init__(self, width: int = 32, *, rngs: nnx.Rngs):
+        if width < 4 or width % 4:
+            raise ValueError(f"width must be a positive multiple of 4, got {width}")
+        w = int(width)
+        self.enc1 = nnx.Conv(3, w, (3, 3), strides=2, rngs=rngs)
+        self.norm1 = nnx.GroupNorm(w, num_groups=_groups(w), rngs=rngs)
+        self.enc2 = nnx.Conv(w, 2 * w, (3, 3), strides=2, rngs=rngs)
+        self.norm2 = nnx.GroupNorm(2 * w, num_groups=_groups(2 * w), rngs=rngs)
+        self.to_z = nnx.Conv(2 * w, LATENT_CH, (1, 1), rngs=rngs)
+        self.from_z = nnx.Conv(LATENT_CH, 2 * w, (3, 3), rngs=rngs)
+        self.norm3 = nnx.GroupNorm(2 * w, num_groups=_groups(2 * w), rngs=rngs)
+        self.dec1 = nnx.Conv(2 * w, w, (3, 3), rngs=rngs)
+        self.norm4 = nnx.GroupNorm(w, num_groups=_groups(w), rngs=rngs)
+        self.dec2 = nnx.Conv(w, w, (3, 3), rngs=rngs)
+        self.out = nnx.Conv(w, 3, (3, 3), rngs=rngs)
+        self.latent_scale = nnx.Variable(jnp.ones(()))  # set after training (not a Param)
+
+    def encode(self, x: jax.Array) -> jax.Array:
+        """Images ``[B, 32, 32, 3]`` in [0, 1] -> raw latents ``[B, 8, 8, 8]``."""
+        if x.ndim != 4 or x.shape[1:] != (RES, RES, 3):
+            raise ValueError(f"x must be [B, {RES}, {RES}, 3], got shape {x.shape}")
+        h = jax.nn.silu(self.norm1(self.enc1(x * 2.0 - 1.0)))
+        h = jax.nn.silu(self.norm2(self.enc2(h)))
+        return self.to_z(h)
+
+    def decode(self, z: jax.Array) -> jax.Array:
+        """Raw latents ``[B, 8, 8, 8]`` -> images ``[B, 32, 32, 3]`` (unclipped, ~[0, 1])."""
+        b = z.shape[0]
+        h = jax.nn.silu(self.norm3(self.from_z(z)))
+        h = jax.image.resize(h, (b, 16, 16, h.shape[-1]), "nearest")
+        h = jax.nn.silu(self.norm4(self.dec1(h)))
+        h = jax.image.resize(h, (b, RES, RES, h.shape[-1]), "nearest")
+        h = jax.nn.silu(self.dec2(h))
+        return self.out(h) * 0.5 + 0.5
+
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        z = self.encode(x)
+        return self.decode(z), z
+
+
+def ae_loss(ae: FrameAE, x: jax.Array, z_weight: float = 1e-4) -> jax.Array:
+    """MSE(reconstruction, x) + z_weight * mean ||z||^2 (per latent element)."""
+    rec, z = ae(x)
+    return jnp.mean((rec - x) ** 2) + z_weight * jnp.mean(z * z)
+
+
+def encode_frames(ae: FrameAE, x: jax.Array, independent: bool = True) -> jax.Array:
+    """Clips ``[B, F, 32, 32, 3]`` -> scaled latents ``[B, F, 8, 8, 8]`` (unit std).
+
+    ``independent=True`` encodes each frame as its own clip (the frames go through the
+    encoder as one batch of B F images: nothing mixes across frames). ``False`` is only
+    meaningful for a temporal encoder and raises here.
+    """
+    if not independent:
+        raise ValueError("FrameAE encodes frames independently only; use the optional "
+                         "JointTemporalAE for shared latents")
+    if x.ndim != 5:
+        raise ValueError(f"x must be [B, F, {RES}, {RES}, 3], got shape {x.shape}")
+    b, f = x.shape[:2]
+    z = ae.encode(x.reshape((b * f,) + x.shape[2:]))
+    return (z / ae.latent_scale[...]).reshape((b, f) + z.shape[1:])
+
+
+def decode_frames(ae: FrameAE, z: jax.Array) -> jax.Array:
+    """Scaled latents ``[B, F, 8, 8, 8]`` -> images ``[B, F, 32, 32, 3]`` clipped to [0, 1]."""
+    b, f = z.shape[:2]
+    img = ae.decode(z.reshape((b * f,) + z.shape[2:]) * ae.latent_scale[...])
+    return jnp.clip(img, 0.0, 1.0).reshape((b, f) + img.shape[1:])
