@@ -4,5 +4,6 @@ Work in progress (issue 16): ``scenes`` is the procedural compositional world wi
 GenEval-schema prompts, held-out combinations and the flat / refined renderers; ``evaluator``
 is GenEval's scoring on a programmatic, pixel-only detector; ``trajectories`` builds the
 verified F1 -> F2 -> F3 chains and per-arm batches; ``vae`` is the frame autoencoder with
-independent per-frame encoding. The video DiT, flow matching and the experiment come next.
+independent per-frame encoding; ``flow`` the flow-matching path, target, time shift and the
+Euler integrator. The video DiT, the CFG sampler and the experiment come next.
 """
