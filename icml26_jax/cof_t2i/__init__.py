@@ -5,5 +5,7 @@ GenEval-schema prompts, held-out combinations and the flat / refined renderers; 
 is GenEval's scoring on a programmatic, pixel-only detector; ``trajectories`` builds the
 verified F1 -> F2 -> F3 chains and per-arm batches; ``vae`` is the frame autoencoder with
 independent per-frame encoding; ``flow`` the flow-matching path, target, time shift and the
-Euler integrator. The video DiT, the CFG sampler and the experiment come next.
+Euler integrator; ``dit`` the video DiT (joint attention over all frame tokens, frame
+embeddings, caption cross-attention, adaLN-zero) and batched CFG. Next: the flow loss and
+sampler on the DiT, the refinement score, arms, training, the experiment.
 """

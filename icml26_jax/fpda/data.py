@@ -21,7 +21,8 @@ Per image, deterministically from ``(seed, split, index)``:
 3. the same post-processing chain for authentic and forged images: down-up resize
    x[0.5, 1] (p 0.3; the mask follows with centre-aligned nearest neighbour), Gaussian
    blur sigma <= 1 (p 0.2), Gaussian noise sigma <= 0.02 (p 0.2), and last the global
-   JPEG q ~ U[70, 100] (p 0.7). ``test_robust`` always applies a JPEG with q ~ U[50, 70] and a x0.5 resize.
+   JPEG q ~ U[70, 100] (p 0.7). ``test_robust`` always applies a JPEG with q ~ U[50, 70]
+   and a x0.5 resize.
 
 Splits: ``train`` / ``val`` (splice and copy-move; train photos), ``test_id`` (splice and
 copy-move; test photos), ``test_xmanip`` (inpainting only, never seen in training; test

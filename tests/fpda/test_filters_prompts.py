@@ -1,4 +1,5 @@
-"""FPDA spec §Tests 1 and 3: the fixed forensic filters against SciPy, and the fixed prompt bank."""
+"""FPDA spec §Tests 1 and 3: the fixed forensic filters against SciPy, and the fixed prompt
+bank."""
 
 import numpy as np
 import pytest
