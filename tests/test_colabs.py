@@ -305,6 +305,20 @@ def _check_fpda(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_cof_t2i(text: str, nb, workdir: pathlib.Path) -> None:
+    assert "evaluator on F1/F2/F3: [False, True, True]" in text
+    assert re.search(r"refined : evaluator accuracy 1\.000", text), "clean renders misjudged"
+    m = re.search(r"(\d+)/13 claims hold at smoke size", text)
+    assert m, "the notebook did not report the claims"
+    res = results.load_results(workdir)
+    assert res["paper"] == "cof_t2i" and res["variant"] == "smoke" and len(res["claims"]) == 13
+    assert "claims written: 13" in text and "cof F3: Overall" in text
+    for png in ("samples_grid.png", "cof_trajectories.png", "per_frame_scores.png",
+                "tag_bars.png"):
+        assert (workdir / png).stat().st_size > 0, png
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
@@ -312,7 +326,7 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
                   "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
-                  "tgsf": _check_tgsf, "fpda": _check_fpda}
+                  "tgsf": _check_tgsf, "fpda": _check_fpda, "cof_t2i": _check_cof_t2i}
 
 
 @pytest.mark.notebook

@@ -130,7 +130,17 @@ class VideoDiT(nnx.Module):
         self.final_norm = nnx.LayerNorm(d, use_scale=False, use_bias=False, rngs=rngs)
         self.out = nnx.Linear(d, pdim, kernel_init=zeros, bias_init=zeros, rngs=rngs)
 
-    def __call__(self, z, t, text_ids, text_mask):
+    def encode_text(self, text_ids, text_mask):
+        """Caption ids ``[B, L]`` -> ``(ctx [B, 1 + L, d], ctx_mask [B, 1 + L])``: the text
+        encoder's tokens after a learned null token (an empty caption still has a key)."""
+        b, d = text_ids.shape[0], self.d
+        mask = jnp.asarray(text_mask, bool)
+        ctx = self.text(text_ids, mask)
+        ctx = jnp.concatenate([jnp.broadcast_to(self.null[...][None], (b, 1, d)), ctx], 1)
+        return ctx, jnp.concatenate([jnp.ones((b, 1), bool), mask], 1)
+
+    def velocity(self, z, t, ctx):
+        """``v(z [B, F, S, S, C], t [B], ctx)`` with ``ctx`` from ``encode_text``."""
         b, f, s, _, ch = z.shape
         if f != self.num_frames or s != self.latent_res or ch != self.channels:
             raise ValueError(f"z must be [B, {self.num_frames}, {self.latent_res}, "
@@ -141,16 +151,16 @@ class VideoDiT(nnx.Module):
         tok = tok + self.frame_emb[...][:f][None, :, None, :] + pos_2d(g, d)[None, None]
         x = tok.reshape(b, f * g * g, d)
         c = self.t2(jax.nn.silu(self.t1(sinusoid(1000.0 * t, d))))
-        mask = jnp.asarray(text_mask, bool)
-        ctx = self.text(text_ids, mask)
-        ctx = jnp.concatenate([jnp.broadcast_to(self.null[...][None], (b, 1, d)), ctx], 1)
-        cmask = jnp.concatenate([jnp.ones((b, 1), bool), mask], 1)
+        ctx, cmask = ctx
         for blk in self.blocks:
             x = blk(x, c, ctx, cmask)
         shift, scale = jnp.split(self.final_ada(jax.nn.silu(c)), 2, -1)
         x = self.out(_modulate(self.final_norm(x), shift, scale))  # [B, F G^2, p^2 C]
         x = x.reshape(b, f, g, g, p, p, ch).transpose(0, 1, 2, 4, 3, 5, 6)
         return x.reshape(b, f, s, s, ch)
+
+    def __call__(self, z, t, text_ids, text_mask):
+        return self.velocity(z, t, self.encode_text(text_ids, text_mask))
 
 
 def cfg_velocity(model: VideoDiT, z, t, text_ids, text_mask, w: float):

@@ -146,7 +146,9 @@ def _fix_draft(draft: scenes.Scene, metadata: dict, rng, avoid, res) -> scenes.S
             cand = t if not match else t._replace(x=match[0].x, y=match[0].y)
             kept.append(cand if scenes._gap_ok(cand, kept, res) else t)
         fixed = scenes.Scene(tuple(kept))
-        if scenes.satisfies(fixed, metadata) and scenes._clear_relations(fixed, metadata):
+        spaced = all(scenes._gap_ok(o, kept[:i] + kept[i + 1:], res) for i, o in enumerate(kept))
+        if (spaced and scenes.satisfies(fixed, metadata)
+                and scenes._clear_relations(fixed, metadata)):
             return fixed
     return scenes.sample_scene(metadata, rng, res, avoid)
 

@@ -2,9 +2,10 @@
 video VAE whose *independent* per-frame encoding CoF-T2I relies on.
 
 ``FrameAE``: 32 x 32 x 3 -> 8 x 8 x 8 latents (two stride-2 3x3 convs, each with GroupNorm
-and SiLU, then a 1x1 conv to 8 channels) and a mirror decoder (nearest-neighbour
-upsampling + convs). Trained with MSE + 1e-4 ||z||^2 on flat, refined and draft renders, then
-frozen; ``latent_scale`` (the std of the training latents) makes the flow model see
+and SiLU, then a 1x1 conv to 8 channels) and a decoder that works at the latent
+resolution (two residual conv blocks), lets each latent cell emit its 4 x 4 pixel patch
+(depth-to-space) through a per-pixel head. Trained with MSE + 1e-4 ||z||^2 on flat, refined
+and draft renders, then frozen; ``latent_scale`` (the std of the training latents) makes the flow model see
 unit-variance latents.
 
 ``encode_frames(ae, x, independent=True)`` encodes every frame of a clip as its own 1-frame
@@ -39,12 +40,16 @@ class FrameAE(nnx.Module):
         self.enc2 = nnx.Conv(w, 2 * w, (3, 3), strides=2, rngs=rngs)
         self.norm2 = nnx.GroupNorm(2 * w, num_groups=_groups(2 * w), rngs=rngs)
         self.to_z = nnx.Conv(2 * w, LATENT_CH, (1, 1), rngs=rngs)
-        self.from_z = nnx.Conv(LATENT_CH, 2 * w, (3, 3), rngs=rngs)
-        self.norm3 = nnx.GroupNorm(2 * w, num_groups=_groups(2 * w), rngs=rngs)
-        self.dec1 = nnx.Conv(2 * w, w, (3, 3), rngs=rngs)
-        self.norm4 = nnx.GroupNorm(w, num_groups=_groups(w), rngs=rngs)
-        self.dec2 = nnx.Conv(w, w, (3, 3), rngs=rngs)
-        self.out = nnx.Conv(w, 3, (3, 3), rngs=rngs)
+        # Decoder: residual convs at the latent resolution, then every latent cell emits its
+        # own 4 x 4 pixel patch (depth-to-space, a per-pixel 1 x 1 head). Nearest-neighbour
+        # upsampling + 3 x 3 convs (the first version) blurred corners enough to turn
+        # squares into circles for the detector; a 3 x 3 head after the patches did too.
+        h = 4 * w
+        self.from_z = nnx.Conv(LATENT_CH, h, (3, 3), rngs=rngs)
+        self.res = nnx.List([_ResBlock(h, rngs=rngs) for _ in range(2)])
+        self.norm3 = nnx.GroupNorm(h, num_groups=_groups(h), rngs=rngs)
+        self.to_patch = nnx.Conv(h, 16 * w // 2, (1, 1), rngs=rngs)
+        self.out = nnx.Conv(w // 2, 3, (1, 1), rngs=rngs)
         self.latent_scale = nnx.Variable(jnp.ones(()))  # set after training (not a Param)
 
     def encode(self, x: jax.Array) -> jax.Array:
@@ -58,16 +63,26 @@ class FrameAE(nnx.Module):
     def decode(self, z: jax.Array) -> jax.Array:
         """Raw latents ``[B, 8, 8, 8]`` -> images ``[B, 32, 32, 3]`` (unclipped, ~[0, 1])."""
         b = z.shape[0]
-        h = jax.nn.silu(self.norm3(self.from_z(z)))
-        h = jax.image.resize(h, (b, 16, 16, h.shape[-1]), "nearest")
-        h = jax.nn.silu(self.norm4(self.dec1(h)))
-        h = jax.image.resize(h, (b, RES, RES, h.shape[-1]), "nearest")
-        h = jax.nn.silu(self.dec2(h))
-        return self.out(h) * 0.5 + 0.5
+        h = self.from_z(z)
+        for blk in self.res:
+            h = blk(h)
+        h = self.to_patch(jax.nn.silu(self.norm3(h)))  # [B, 8, 8, 16 * w / 2]
+        c = h.shape[-1] // 16
+        h = h.reshape(b, 8, 8, 4, 4, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, RES, RES, c)
+        return self.out(jax.nn.silu(h)) * 0.5 + 0.5
 
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         z = self.encode(x)
         return self.decode(z), z
+
+
+class _ResBlock(nnx.Module):
+    def __init__(self, c: int, *, rngs: nnx.Rngs):
+        self.norm = nnx.GroupNorm(c, num_groups=_groups(c), rngs=rngs)
+        self.conv = nnx.Conv(c, c, (3, 3), rngs=rngs)
+
+    def __call__(self, x):
+        return x + self.conv(jax.nn.silu(self.norm(x)))
 
 
 def ae_loss(ae: FrameAE, x: jax.Array, z_weight: float = 1e-4) -> jax.Array:

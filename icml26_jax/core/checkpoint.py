@@ -287,3 +287,20 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
 
     return run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
                                  steps=int(steps), chunk=int(chunk), advance=advance, name=name)
+
+
+def steps_loop(one, carry, start: int, n: int, keys):
+    """Runs the jitted ``one(carry, i) -> (carry, logs)`` for steps ``[start, start + n)``.
+
+    A Python loop of one compiled step, not ``lax.scan``: XLA:CPU runs convolutions inside a
+    while loop about 5x slower than the same step dispatched on its own (measured here:
+    0.45 vs 0.09 s per supervised step at width 16), and per-step dispatch costs ~1 ms.
+    Returns the carry and the host logs (``keys`` a name or a tuple of names).
+    """
+    outs = []
+    for i in range(start, start + n):
+        carry, lg = one(carry, jnp.int32(i))
+        outs.append(lg)
+    if isinstance(keys, str):
+        return carry, np.asarray(jnp.stack([o[keys] for o in outs]))
+    return carry, {k: np.asarray(jnp.stack([o[k] for o in outs])) for k in keys}

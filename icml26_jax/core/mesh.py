@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -81,8 +82,12 @@ def map_runs(mesh: Mesh, fn, static, *args):
     n = {np.shape(a)[0] for a in jax.tree.leaves(args)}
     if len(n) != 1:
         raise ValueError(f"map_runs: every argument needs the same leading size, got {n}")
-    placed = jax.tree.map(lambda a: a if isinstance(a, jax.Array) and getattr(a.sharding, "mesh", None) == mesh
-                          else shard_leading(np.asarray(a), mesh, RUNS), args)
+    def place(a):
+        if isinstance(a, jax.Array) and getattr(a.sharding, "mesh", None) == mesh:
+            return a
+        return shard_leading(np.asarray(a), mesh, RUNS)
+
+    placed = jax.tree.map(place, args)
     with jax.set_mesh(mesh):
         return _map_runs(mesh, fn, static, *placed)
 
@@ -150,3 +155,31 @@ def to_host(x) -> np.ndarray:
 def _axis_size(mesh: Mesh, axis) -> int:
     names = (axis,) if isinstance(axis, str) else tuple(axis)
     return math.prod(mesh.shape[a] for a in names)
+
+
+def data_mesh(batch: int):
+    """A 1-D ``DATA`` mesh over every device when ``batch`` divides evenly, else None."""
+    n = jax.device_count()
+    if n > 1 and batch % n == 0:
+        return make_mesh((n,), (DATA,), auto=True)
+    return None
+
+
+def batched(fn, n: int, batch: int, *arrays, mesh=None):
+    """Runs ``fn`` on consecutive batches (the last one padded) and concatenates on the host.
+
+    With a ``mesh``, every batch is sharded over its ``DATA`` axis (the caller's parameters
+    must be replicated on the same mesh).
+    """
+    outs = []
+    for s0 in range(0, n, batch):
+        idx = np.arange(s0, s0 + batch) % n
+        if mesh is None:
+            args = [jnp.asarray(np.asarray(a)[idx]) for a in arrays]
+        else:
+            args = [shard_leading(np.asarray(a)[idx], mesh, DATA)
+                    for a in arrays]
+        res = fn(*args)
+        keep = min(batch, n - s0)
+        outs.append(jax.tree.map(lambda v: np.asarray(jax.device_get(v))[:keep], res))
+    return jax.tree.map(lambda *v: np.concatenate(v, 0), *outs)

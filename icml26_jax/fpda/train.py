@@ -106,23 +106,6 @@ def make_sup_step(graphdef, rest, tx, c, supernet: bool):
     return step
 
 
-def steps_loop(one, carry, start: int, n: int, keys):
-    """Runs the jitted ``one(carry, i) -> (carry, logs)`` for steps ``[start, start + n)``.
-
-    A Python loop of one compiled step, not ``lax.scan``: XLA:CPU runs convolutions inside a
-    while loop about 5x slower than the same step dispatched on its own (measured here:
-    0.45 vs 0.09 s per supervised step at width 16), and per-step dispatch costs ~1 ms.
-    Returns the carry and the host logs (``keys`` a name or a tuple of names).
-    """
-    outs = []
-    for i in range(start, start + n):
-        carry, lg = one(carry, jnp.int32(i))
-        outs.append(lg)
-    if isinstance(keys, str):
-        return carry, np.asarray(jnp.stack([o[keys] for o in outs]))
-    return carry, {k: np.asarray(jnp.stack([o[k] for o in outs])) for k in keys}
-
-
 def train_net(c, name: str, train: data_lib.Split, workdir: str):
     """Trains one network for ``steps_sup`` steps; returns (graphdef, params, rest, logs)."""
     net = build(c, name, int(c.seed))
@@ -138,7 +121,7 @@ def train_net(c, name: str, train: data_lib.Split, workdir: str):
     logs = {"loss": np.zeros((steps,), np.float32)}
 
     def advance(carry, lg, start, n):
-        carry, losses = steps_loop(one, carry, start, n, "loss")
+        carry, losses = checkpoint.steps_loop(one, carry, start, n, "loss")
         lg["loss"][start:start + n] = losses
         return carry, f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"
 
@@ -211,34 +194,6 @@ def make_all_actions_fn(graphdef, rest, c):
     return all_actions
 
 
-def eval_mesh(batch: int):
-    """A 1-D ``DATA`` mesh over every device when ``batch`` divides evenly, else None."""
-    n = jax.device_count()
-    if n > 1 and batch % n == 0:
-        return mesh_lib.make_mesh((n,), (mesh_lib.DATA,), auto=True)
-    return None
-
-
-def batched(fn, n: int, batch: int, *arrays, mesh=None):
-    """Runs ``fn`` on consecutive batches (the last one padded) and concatenates on the host.
-
-    With a ``mesh``, every batch is sharded over its ``DATA`` axis (the caller's parameters
-    must be replicated on the same mesh: ``Detector.on``).
-    """
-    outs = []
-    for s0 in range(0, n, batch):
-        idx = np.arange(s0, s0 + batch) % n
-        if mesh is None:
-            args = [jnp.asarray(np.asarray(a)[idx]) for a in arrays]
-        else:
-            args = [mesh_lib.shard_leading(np.asarray(a)[idx], mesh, mesh_lib.DATA)
-                    for a in arrays]
-        res = fn(*args)
-        keep = min(batch, n - s0)
-        outs.append(jax.tree.map(lambda v: np.asarray(jax.device_get(v))[:keep], res))
-    return jax.tree.map(lambda *v: np.concatenate(v, 0), *outs)
-
-
 # --------------------------------------------------------------------------- DAPO
 
 class Detector:
@@ -270,8 +225,8 @@ def state_stats(c, det: Detector, train: data_lib.Split):
     (state - mean) / sd (fixed before DAPO starts)."""
     n = min(512, len(train))
     zeros = np.zeros((n,), np.int32)
-    out = batched(lambda x, ri, r: det.fwd(det.params, x, ri, r, None, None), n,
-                  int(c.eval_batch), train.images[:n], zeros, zeros)
+    out = mesh_lib.batched(lambda x, ri, r: det.fwd(det.params, x, ri, r, None, None), n,
+                           int(c.eval_batch), train.images[:n], zeros, zeros)
     s = out["state"]
     return s.mean(0).astype(np.float32), (s.std(0) + 1e-3).astype(np.float32)
 
@@ -321,7 +276,7 @@ def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
     logs = {k: np.zeros((steps,), np.float32) for k in names}
 
     def advance(carry, lg, start, n):
-        carry, out = steps_loop(one, carry, start, n, names)
+        carry, out = checkpoint.steps_loop(one, carry, start, n, names)
         for k in names:
             lg[k][start:start + n] = out[k]
         return carry, (f"reward {float(lg['reward'][start:start + n].mean()):.4f} entropy "
@@ -390,10 +345,10 @@ def run_method(c, det: Detector, split: data_lib.Split, route_idx, r, text_ids=N
     n, mesh = len(split), det.mesh
     if text_ids is None:
         fn = lambda x, ri, rr: det.fwd(det.params, x, ri, rr, None, None)  # noqa: E731
-        return batched(fn, n, int(c.eval_batch), split.images, route_idx, r, mesh=mesh)
+        return mesh_lib.batched(fn, n, int(c.eval_batch), split.images, route_idx, r, mesh=mesh)
     fn = lambda x, ri, rr, t, tm: det.fwd(det.params, x, ri, rr, t, tm)  # noqa: E731
-    return batched(fn, n, int(c.eval_batch), split.images, route_idx, r, text_ids, text_mask,
-                   mesh=mesh)
+    return mesh_lib.batched(fn, n, int(c.eval_batch), split.images, route_idx, r, text_ids,
+                            text_mask, mesh=mesh)
 
 
 def policy_actions(c, det: Detector, act, pparams, stats, split: data_lib.Split):
@@ -409,8 +364,8 @@ def policy_actions(c, det: Detector, act, pparams, stats, split: data_lib.Split)
 def best_fixed(c, det: Detector, val: data_lib.Split):
     """B4: every joint action's mean reward on val, and the best one."""
     fn = make_all_actions_fn(det.graphdef, det.rest, c)
-    rew = batched(lambda x, m, y: fn(det.params, x, m, y), len(val), int(c.eval_batch),
-                  val.images, val.masks, val.labels, mesh=det.mesh)
+    rew = mesh_lib.batched(lambda x, m, y: fn(det.params, x, m, y), len(val),
+                           int(c.eval_batch), val.images, val.masks, val.labels, mesh=det.mesh)
     return baselines.best_fixed_action(rew), rew.mean(0)
 
 
@@ -419,7 +374,7 @@ def evaluate(c, dets: dict, policy, splits: dict) -> dict:
     methods = tuple(c.methods)
     lam = float(c.refine_cost)
     R = int(c.max_refine)
-    mesh = eval_mesh(int(c.eval_batch))
+    mesh = mesh_lib.data_mesh(int(c.eval_batch))
     dets = {k: d.on(mesh) for k, d in dets.items()}
     sup = dets.get("supernet")
     out = {s: {} for s in TEST_SPLITS}
@@ -436,8 +391,8 @@ def evaluate(c, dets: dict, policy, splits: dict) -> dict:
         for meth in methods:
             t0 = time.time()
             if meth == "noise_variance_map":
-                mlog, slog = batched(jax.jit(baselines.noise_variance_map), n,
-                                     int(c.eval_batch), split.images)
+                mlog, slog = mesh_lib.batched(jax.jit(baselines.noise_variance_map), n,
+                                              int(c.eval_batch), split.images)
                 zeros = np.zeros((n,), np.int32)
                 out[sname][meth] = score(split, mlog, slog, zeros, zeros, 0.0)
                 continue

@@ -76,3 +76,16 @@ def test_batches_per_arm_and_tokens():
         T.sample_batch(1, "video", rng)
     with pytest.raises(ValueError, match="mode must be one of"):
         T.build({"tag": "colors"}, "sideways", rng)
+
+
+def test_every_mode_keeps_the_minimum_gap_between_objects():
+    """Each trajectory scene is a valid layout (the detector relies on separate components):
+    forward mode's repaired scene used to place kept objects on top of new ones."""
+    rng = np.random.default_rng(4)
+    for i in range(300):
+        tag = S.TAGS[i % 6]
+        _, md = S.sample_prompt(tag, rng)
+        tr = T.build(md, "forward" if i % 2 else T.sample_mode(rng), rng, S.HELDOUT_PAIRS)
+        objs = list(tr.scene.objs)
+        for j, o in enumerate(objs):
+            assert S._gap_ok(o, objs[:j] + objs[j + 1:], S.RES), (md["prompt"], tr.mode)

@@ -2,11 +2,10 @@
 resumable training, clear errors for bad config values, and a tiny end-to-end run whose
 results.json lists every claim."""
 
-import json
-
 import numpy as np
 import pytest
 
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core import results
 from icml26_jax.fpda import configs, report, train
 
@@ -65,7 +64,7 @@ def test_sharded_evaluation_equals_unsharded(tmp_path):
     splits = train.load_data(c, None)
     g, p, rest, _ = train.train_net(c, "supernet", splits["train"], str(tmp_path))
     det = train.Detector(c, "supernet", g, p, rest)
-    mesh = train.eval_mesh(int(c.eval_batch))
+    mesh = mesh_lib.data_mesh(int(c.eval_batch))
     assert mesh is not None and mesh.devices.size == 8
     split = splits["test_id"]
     route = np.arange(len(split)) % 15

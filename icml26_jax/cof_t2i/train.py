@@ -1,0 +1,526 @@
+"""The CoF-T2I experiment (spec §Experiment): trajectory pool -> frozen frame AE -> one video
+DiT per arm (flow matching, EMA) -> sampling with CFG -> pixel-only GenEval scoring -> claims.
+
+Stages, each resumable (orbax):
+
+1. **Pool** (``checkpoint.cached``): ``config.pool`` verified CoF trajectories (F1, F2, F3)
+   with their captions, drawn once from the run seed; every arm reads the *same* minibatch
+   indices from it (one data stream for all arms; an arm takes its ``ArmSpec.frames``).
+2. **AE** (``run_chunks``): the frame autoencoder on random frames of the pool (drafts, flat
+   and refined renders), then frozen; the latent scale is the std of the pool's latents and
+   the pool is encoded once, each frame on its own (``vae.encode_frames``).
+3. **Arms** (``run_chunks`` per arm): AdamW with warm-up and cosine decay, 10 % caption
+   dropout, EMA weights (warm-up-corrected decay ``min(ema, (1 + i) / (10 + i))``).
+4. **Evaluation**: the evaluator is validated on clean renders and on AE reconstructions of
+   the test metadata, drafts and refinement score are checked, then every arm samples
+   ``samples_per_prompt`` images per test prompt (EMA weights, CFG, Euler in
+   ``lax.fori_loop``, batches sharded over a ``DATA`` mesh when devices allow), and only
+   pixels are scored. ``cof`` decodes all three frames for the per-frame analysis.
+
+Test prompts (25 per tag, half of the tags' prompts from held-out combinations where the tag
+has combinations) and validation prompts are fixed by their own seeds, like GenEval's fixed
+metadata file, and are written to ``<workdir>/evaluation_metadata.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax import nnx
+
+from icml26_jax.cof_t2i import baselines, configs, dit, evaluator, flow, scenes
+from icml26_jax.cof_t2i import trajectories as traj
+from icml26_jax.cof_t2i import vae
+from icml26_jax.core import checkpoint, results
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import optim
+
+PAPER = "cof_t2i"
+TEST_SEED = 20260116  # fixed test metadata (independent of the run seed)
+VAL_SEED = 20260117
+COMBO_TAGS = ("colors", "position", "color_attr")  # tags with held-out combinations
+
+
+def _log(msg, *args):
+    logging.getLogger("absl").info("cof_t2i: " + msg, *args)
+
+
+# --------------------------------------------------------------------------- prompts
+
+def prompt_set(per_tag: int, seed: int, exclude=frozenset()) -> list[dict]:
+    """``per_tag`` prompts' metadata for each of the six tags, drawn with ``seed``.
+
+    For tags with combinations, half of the prompts (rounded up) name a held-out
+    combination. Prompt strings are distinct within the set and avoid ``exclude`` while the
+    tag's prompt space allows (``single_object`` has only 4 prompts, ``two_object`` and
+    ``counting`` 12: those repeat).
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for tag in scenes.TAGS:
+        n_held = (per_tag + 1) // 2 if tag in COMBO_TAGS else 0
+        chosen: list[dict] = []
+        for k in range(per_tag):
+            kind = "heldout" if k < n_held else "train"
+            md = None
+            for _ in range(200):
+                _, cand = scenes.sample_prompt(tag, rng, kind)
+                if cand["prompt"] not in exclude and all(
+                        cand["prompt"] != c["prompt"] for c in chosen):
+                    md = cand
+                    break
+            if md is None:  # the tag's prompt space is exhausted: allow a repeat
+                md = scenes.sample_prompt(tag, rng, kind)[1]
+            chosen.append(md)
+        out += chosen
+    return out
+
+
+def test_metadata(per_tag: int) -> list[dict]:
+    return prompt_set(per_tag, TEST_SEED)
+
+
+def val_metadata(per_tag: int, test: list[dict]) -> list[dict]:
+    return prompt_set(per_tag, VAL_SEED, exclude=frozenset(m["prompt"] for m in test))
+
+
+def write_metadata_jsonl(path: str, rows: list[dict]) -> str:
+    """GenEval's metadata format: one JSON object per line."""
+    with open(path, "w") as f:
+        for md in rows:
+            f.write(json.dumps(md) + "\n")
+    return path
+
+
+def load_metadata_jsonl(path: str) -> list[dict]:
+    """Reads GenEval-format metadata (ours, or the official ``evaluation_metadata.jsonl``)."""
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    for i, md in enumerate(rows):
+        if md.get("tag") not in scenes.TAGS or "include" not in md:
+            raise ValueError(f"{path} line {i + 1}: needs a 'tag' in {scenes.TAGS} and an "
+                             "'include' list")
+    return rows
+
+
+def tokenize_all(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.stack([traj.tokenize(md["prompt"]) for md in rows])
+    return ids, ids != traj.PAD
+
+
+# --------------------------------------------------------------------------- pool and AE
+
+def make_pool(n: int, seed: int) -> dict:
+    """``n`` verified training trajectories (no held-out combination) with captions."""
+    rng = np.random.default_rng([seed, 1])
+    b = traj.sample_batch(n, "cof", rng, "train")
+    return {"frames": b.frames, "text_ids": b.text_ids}
+
+
+def ae_optimizer(c) -> optax.GradientTransformation:
+    return optim.promotion_safe(optax.adam(optax.cosine_decay_schedule(float(c.ae_lr),
+                                                                       int(c.ae_steps))))
+
+
+def train_ae(c, frames: np.ndarray, workdir: str) -> tuple[vae.FrameAE, float]:
+    """Trains the frame AE on random frames (drafts, flat and refined) of the pool and sets
+    its latent scale; returns the frozen model and its final training MSE."""
+    ae = vae.FrameAE(int(c.ae_width), rngs=nnx.Rngs(int(c.seed)))
+    graphdef, params, rest = nnx.split(ae, nnx.Param, ...)
+    tx = ae_optimizer(c)
+    images = jnp.asarray(frames.reshape((-1,) + frames.shape[2:]))
+    key = jax.random.fold_in(jax.random.key(int(c.seed)), 101)
+    batch = int(c.ae_batch)
+
+    def one(carry, i):
+        params, opt = carry
+        idx = jax.random.randint(jax.random.fold_in(key, i), (batch,), 0, images.shape[0])
+        x = images[idx].astype(jnp.float32) / 255.0
+
+        def loss_fn(p):
+            return vae.ae_loss(nnx.merge(graphdef, p, rest), x)
+
+        loss, g = jax.value_and_grad(loss_fn)(params)
+        u, opt = tx.update(g, opt, params)
+        return (optax.apply_updates(params, u), opt), {"loss": loss}
+
+    one = jax.jit(one, donate_argnums=(0,))
+    steps = int(c.ae_steps)
+    logs = {"loss": np.zeros((steps,), np.float32)}
+
+    def advance(carry, lg, start, n):
+        carry, losses = checkpoint.steps_loop(one, carry, start, n, "loss")
+        lg["loss"][start:start + n] = losses
+        return carry, f"mse {float(np.mean(lg['loss'][start:start + n])):.5f}"
+
+    fp = checkpoint.config_fingerprint({"stage": "ae", **_fields(c, "seed", "pool", "ae_width",
+                                                                  "ae_steps", "ae_lr", "ae_batch")})
+    (params, _), logs = checkpoint.run_chunks(
+        os.path.join(workdir, "ckpt", "ae"), fingerprint=fp, state=(params, tx.init(params)),
+        logs=logs, steps=steps, chunk=int(c.chunk), advance=advance, name="ae")
+    ae = nnx.merge(graphdef, params, rest)
+    enc = jax.jit(lambda x: ae.encode(x.astype(jnp.float32) / 255.0))
+    sample = np.asarray(images[:: max(1, images.shape[0] // 2048)])
+    z = np.concatenate([np.asarray(enc(sample[i:i + 256])) for i in range(0, len(sample), 256)])
+    ae.latent_scale[...] = jnp.asarray(float(z.std()), jnp.float32)
+    return ae, float(np.mean(logs["loss"][-50:]))
+
+
+def encode_pool(ae: vae.FrameAE, frames: np.ndarray, batch: int = 256) -> np.ndarray:
+    """Scaled latents ``[n, 3, 8, 8, 8]``, every frame encoded as its own clip."""
+    enc = jax.jit(lambda x: vae.encode_frames(ae, x.astype(jnp.float32) / 255.0))
+    return np.concatenate([np.asarray(enc(frames[i:i + batch]))
+                           for i in range(0, len(frames), batch)])
+
+
+def reconstruct(ae: vae.FrameAE, images: np.ndarray, batch: int = 256) -> np.ndarray:
+    """uint8 images -> uint8 AE reconstructions."""
+    fn = jax.jit(lambda x: vae.decode_frames(ae, vae.encode_frames(
+        ae, x[:, None].astype(jnp.float32) / 255.0))[:, 0])
+    out = np.concatenate([np.asarray(fn(images[i:i + batch]))
+                          for i in range(0, len(images), batch)])
+    return to_uint8(out)
+
+
+def to_uint8(x) -> np.ndarray:
+    return np.clip(np.round(np.asarray(x) * 255.0), 0, 255).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------- flow training
+
+def make_model(c, num_frames: int, seed: int) -> dit.VideoDiT:
+    return dit.VideoDiT(num_frames, d=int(c.d_model), depth=int(c.depth), heads=int(c.heads),
+                        vocab=len(traj.VOCAB), max_text=traj.MAX_TOKENS,
+                        rngs=nnx.Rngs(seed))
+
+
+def optimizer(c, steps: int) -> optax.GradientTransformation:
+    sched = optax.warmup_cosine_decay_schedule(0.0, float(c.lr), min(int(c.warmup), steps - 1)
+                                               if steps > 1 else 0, steps)
+    return optim.promotion_safe(optax.adamw(sched, weight_decay=float(c.weight_decay)))
+
+
+def make_train_step(graphdef, tx, c, frames: tuple[int, ...], data_key):
+    """One jitted step ``(params, opt, ema), i -> ..., {'loss'}``. The minibatch indices and
+    the noise come from ``fold_in(data_key, i)``: identical for every arm at step i."""
+    batch, ema_decay, p_drop = int(c.batch), float(c.ema), float(c.text_dropout)
+    sel = jnp.asarray(frames)
+
+    def step(carry, i, latents, text_ids):
+        params, opt, ema = carry
+        k_idx, k_loss = jax.random.split(jax.random.fold_in(data_key, i))
+        idx = jax.random.randint(k_idx, (batch,), 0, latents.shape[0])
+        ids = text_ids[idx]
+        b = flow.FlowBatch(latents[idx][:, sel], ids, ids != traj.PAD)
+        loss, g = jax.value_and_grad(flow.loss, argnums=1)(graphdef, params, b, k_loss, p_drop)
+        u, opt = tx.update(g, opt, params)
+        params = optax.apply_updates(params, u)
+        fi = i.astype(jnp.float32)
+        decay = jnp.minimum(ema_decay, (1.0 + fi) / (10.0 + fi))
+        ema = jax.tree.map(lambda e, p: decay * e + (1.0 - decay) * p, ema, params)
+        return (params, opt, ema), {"loss": loss}
+
+    return step
+
+
+def arm_steps(c, name: str) -> int:
+    return int(c.steps) * baselines.arm(name).steps_mult
+
+
+def train_arm(c, name: str, latents, text_ids, workdir: str):
+    """Trains arm ``name``; returns ``(graphdef, ema_params, logs, step_fn, carry)``."""
+    spec = baselines.arm(name)
+    model = make_model(c, spec.num_frames, int(c.seed))
+    graphdef, params = nnx.split(model)
+    steps = arm_steps(c, name)
+    tx = optimizer(c, steps)
+    data_key = jax.random.fold_in(jax.random.key(int(c.seed)), 202)  # shared by all arms
+    step = make_train_step(graphdef, tx, c, spec.frames, data_key)
+    one = jax.jit(lambda carry, i: step(carry, i, latents, text_ids), donate_argnums=(0,))
+    logs = {"loss": np.zeros((steps,), np.float32), "step_s": np.zeros((), np.float64)}
+
+    def advance(carry, lg, start, n):
+        t0 = time.time()
+        carry, losses = checkpoint.steps_loop(one, carry, start, n, "loss")
+        lg["loss"][start:start + n] = losses
+        lg["step_s"] = np.asarray((time.time() - t0) / n)  # of the latest chunk
+        return carry, f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"
+
+    fp = checkpoint.config_fingerprint({"stage": name, "frames": spec.frames, "steps": steps,
+                                        **_fields(c, *_ARM_FIELDS)})
+    state = (params, tx.init(params), jax.tree.map(jnp.copy, params))
+    (params, _, ema), logs = checkpoint.run_chunks(
+        os.path.join(workdir, "ckpt", name), fingerprint=fp, state=state, logs=logs,
+        steps=steps, chunk=int(c.chunk), advance=advance, name=name)
+    return graphdef, ema, logs
+
+
+_ARM_FIELDS = ("seed", "pool", "ae_width", "ae_steps", "ae_lr", "ae_batch", "d_model", "depth",
+               "heads", "batch", "lr", "weight_decay", "warmup", "ema", "text_dropout")
+
+
+def _fields(c, *keys) -> dict:
+    return {k: c[k] for k in keys}
+
+
+def step_cost(c, name: str, latents, text_ids) -> dict:
+    """FLOPs of one training step (XLA's cost analysis of the compiled step)."""
+    spec = baselines.arm(name)
+    graphdef, params = nnx.split(make_model(c, spec.num_frames, 0))
+    tx = optimizer(c, 10)
+    step = make_train_step(graphdef, tx, c, spec.frames, jax.random.key(0))
+    carry = (params, tx.init(params), params)
+    compiled = jax.jit(step).lower(carry, jnp.int32(0), latents, text_ids).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return {"flops": float(cost.get("flops", float("nan")))}
+
+
+# --------------------------------------------------------------------------- sampling
+
+def make_sampler(c, graphdef, num_frames: int, ae: vae.FrameAE, cfg: float, all_frames: bool):
+    """jitted ``(params, ids, mask, key) -> uint8-ready images [B, F', 32, 32, 3]`` in [0, 1]:
+    the last frame only (``all_frames=False``) or every frame."""
+    steps, shift = int(c.sample_steps), float(c.shift)
+
+    def fn(params, ids, mask, key):
+        z = flow.sample(graphdef, params, ids, mask, num_frames, steps, cfg, shift, key)
+        if not all_frames:
+            z = z[:, -1:]
+        return vae.decode_frames(ae, z)
+
+    return jax.jit(fn)
+
+
+def sample_images(c, graphdef, params, ae, rows: list[dict], per_prompt: int, cfg: float,
+                  key, num_frames: int, all_frames: bool = False) -> np.ndarray:
+    """``uint8 [len(rows) * per_prompt, F', 32, 32, 3]``: sample j of prompt p at row
+    ``p * per_prompt + j``. Batches of ``eval_batch`` are sharded over a ``DATA`` mesh when
+    the device count divides them (parameters replicated)."""
+    ids, mask = tokenize_all(rows)
+    ids, mask = np.repeat(ids, per_prompt, 0), np.repeat(mask, per_prompt, 0)
+    n, bs = len(ids), int(c.eval_batch)
+    mesh = mesh_lib.data_mesh(bs)
+    if mesh is not None:
+        params = jax.tree.map(lambda a: mesh_lib.replicate(np.asarray(a), mesh), params)
+    fn = make_sampler(c, graphdef, num_frames, ae, cfg, all_frames)
+    keys = np.asarray(jax.random.key_data(jax.random.split(key, (n + bs - 1) // bs)))
+    outs = []
+    for j, s0 in enumerate(range(0, n, bs)):
+        idx = np.arange(s0, s0 + bs) % n
+        k = jax.random.wrap_key_data(jnp.asarray(keys[j]))
+        if mesh is None:
+            out = fn(params, jnp.asarray(ids[idx]), jnp.asarray(mask[idx]), k)
+        else:
+            out = fn(params, mesh_lib.shard_leading(ids[idx], mesh, mesh_lib.DATA),
+                     mesh_lib.shard_leading(mask[idx], mesh, mesh_lib.DATA), k)
+        outs.append(to_uint8(jax.device_get(out))[:min(bs, n - s0)])
+    return np.concatenate(outs)
+
+
+# --------------------------------------------------------------------------- scoring
+
+def score(images: np.ndarray, rows: list[dict], per_prompt: int) -> dict:
+    """GenEval scores of ``images`` (row p * per_prompt + j belongs to prompt p): all
+    prompts, and seen / held-out prompts separately."""
+    if len(images) != len(rows) * per_prompt:
+        raise ValueError(f"{len(images)} images for {len(rows)} prompts x {per_prompt}")
+    ok = np.array([evaluator.evaluate(img, rows[i // per_prompt])[0]
+                   for i, img in enumerate(images)])
+    tags = [rows[i // per_prompt]["tag"] for i in range(len(images))]
+    held = np.array([bool(rows[i // per_prompt].get("heldout", False))
+                     for i in range(len(images))])
+    out = {"all": evaluator.geneval_summary(zip(tags, ok))}
+    for name, sel in (("seen", ~held), ("heldout", held)):
+        if sel.any():
+            out[name] = evaluator.geneval_summary(
+                (t, o) for t, o, s in zip(tags, ok, sel) if s)
+    out["correct"] = ok
+    return out
+
+
+def auc(neg: np.ndarray, pos: np.ndarray) -> float:
+    """P(score(pos) > score(neg)) + 0.5 P(tie) (the Mann-Whitney AUC)."""
+    neg, pos = np.asarray(neg)[:, None], np.asarray(pos)[None, :]
+    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
+
+
+def validate_evaluator(c, ae: vae.FrameAE, rows: list[dict]) -> dict:
+    """Spec §Claims 1-4 inputs: clean flat / refined renders of the test metadata
+    (``renders_per_prompt`` scenes each), their AE reconstructions, CoF drafts, and the
+    refinement score's separation of flat vs refined renders."""
+    rng = np.random.default_rng(TEST_SEED + 7)
+    k = int(c.renders_per_prompt)
+    flat, refined, drafts = [], [], []
+    for md in rows:
+        for _ in range(k):
+            tr = traj.build(md, traj.sample_mode(rng), rng)
+            flat.append(tr.frames[1])
+            refined.append(tr.frames[2])
+            drafts.append(tr.frames[0])
+    flat, refined, drafts = np.stack(flat), np.stack(refined), np.stack(drafts)
+    out = {"renders": {}, "reconstructions": {}}
+    for style, imgs in (("flat", flat), ("refined", refined)):
+        out["renders"][style] = score(imgs, rows, k)["all"]
+        out["reconstructions"][style] = score(reconstruct(ae, imgs), rows, k)["all"]
+    d = score(drafts, rows, k)
+    out["drafts_rejected"] = float(1.0 - np.mean(d["correct"]))
+    rs_flat = np.array([evaluator.refinement_score(x) for x in flat])
+    rs_ref = np.array([evaluator.refinement_score(x) for x in refined])
+    out["refinement_auc"] = auc(rs_flat, rs_ref)
+    out["refinement_mean"] = {"flat": float(rs_flat.mean()), "refined": float(rs_ref.mean())}
+    out["n_per_style"] = int(len(flat))
+    out["examples"] = {"flat": flat[:: k], "refined": refined[:: k]}  # one per prompt
+    return out
+
+
+def _clean(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "correct"}
+
+
+def select_cfg(c, graphdef, params, ae, val_rows, key, num_frames) -> tuple[float, dict]:
+    """cfg='auto': the weight in ``configs.CFG_GRID`` with the best validation Overall (one
+    sample per validation prompt; ties go to the smaller weight). Test prompts are never
+    used."""
+    scores = {}
+    for w in configs.CFG_GRID:
+        imgs = sample_images(c, graphdef, params, ae, val_rows, 1, w, key, num_frames)[:, -1]
+        scores[w] = score(imgs, val_rows, 1)["all"]["overall"]
+    best = max(configs.CFG_GRID, key=lambda w: (scores[w], -w))
+    return best, {str(w): s for w, s in scores.items()}
+
+
+def evaluate_arm(c, name, graphdef, params, ae, test_rows, val_rows, key) -> dict:
+    spec = baselines.arm(name)
+    cfg = configs.cfg_value(c)
+    out = {}
+    if cfg == "auto":
+        cfg, out["cfg_val"] = select_cfg(c, graphdef, params, ae, val_rows,
+                                         jax.random.fold_in(key, 1), spec.num_frames)
+    out["cfg"] = float(cfg)
+    per = int(c.samples_per_prompt)
+    all_frames = name == "cof"
+    t0 = time.time()
+    imgs = sample_images(c, graphdef, params, ae, test_rows, per, cfg, key, spec.num_frames,
+                         all_frames)
+    out["sample_s_per_image"] = (time.time() - t0) / len(imgs)
+    final = imgs[:, -1]
+    s = score(final, test_rows, per)
+    out["geneval"] = _clean(s)
+    out["correct"] = s["correct"]
+    out["refinement"] = float(np.mean([evaluator.refinement_score(x) for x in final]))
+    if all_frames:
+        out["frames"] = {}
+        for f in range(spec.num_frames):
+            sf = s if f == spec.num_frames - 1 else score(imgs[:, f], test_rows, per)
+            out["frames"][f"F{f + 1}"] = {
+                "geneval": _clean(sf),
+                "refinement": float(np.mean([evaluator.refinement_score(x)
+                                             for x in imgs[:, f]]))}
+    out["images"] = imgs[:: per]  # the first sample of every prompt (figures)
+    return out
+
+
+# --------------------------------------------------------------------------- run
+
+def normalise_config(c) -> None:
+    from icml26_jax.core.flags import as_tuple
+
+    c.arms = as_tuple(c.arms, lambda v: str(v).strip())
+    c.seeds = as_tuple(c.seeds, int)
+    c.cfg = str(c.cfg)
+
+
+def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
+    """Pool -> AE -> arms -> evaluation -> claims, results.json and figures."""
+    from icml26_jax.cof_t2i import report
+    from icml26_jax.core import distributed
+
+    normalise_config(c)
+    configs.validate(c)
+    t_start = time.time()
+    os.makedirs(workdir, exist_ok=True)
+    stage_s = {}
+    test_rows = test_metadata(int(c.prompts_per_tag))
+    val_rows = val_metadata(int(c.val_prompts_per_tag), test_rows)
+    if distributed.is_primary():
+        write_metadata_jsonl(os.path.join(workdir, "evaluation_metadata.jsonl"), test_rows)
+
+    t0 = time.time()
+    pool = checkpoint.cached(
+        os.path.join(workdir, "ckpt", "pool"),
+        fingerprint=checkpoint.config_fingerprint(_fields(c, "seed", "pool")),
+        compute=lambda: make_pool(int(c.pool), int(c.seed)), name="pool")
+    stage_s["pool"] = time.time() - t0
+    _log("pool: %d trajectories in %.1f s", len(pool["frames"]), stage_s["pool"])
+
+    t0 = time.time()
+    ae, ae_mse = train_ae(c, pool["frames"], workdir)
+    latents = jnp.asarray(encode_pool(ae, pool["frames"]))
+    text_ids = jnp.asarray(pool["text_ids"])
+    stage_s["ae"] = time.time() - t0
+    _log("AE: final mse %.5f, latent scale %.3f (%.1f s)", ae_mse,
+         float(ae.latent_scale[...]), stage_s["ae"])
+
+    t0 = time.time()
+    val = validate_evaluator(c, ae, test_rows)
+    stage_s["evaluator_validation"] = time.time() - t0
+    _log("evaluator: renders min %.3f, reconstructions min %.3f, drafts rejected %.3f, "
+         "refinement AUC %.3f", _min_tag(val["renders"]), _min_tag(val["reconstructions"]),
+         val["drafts_rejected"], val["refinement_auc"])
+
+    arms, train_logs, cost = {}, {}, {}
+    for name in c.arms:
+        t0 = time.time()
+        graphdef, ema, logs = train_arm(c, name, latents, text_ids, workdir)
+        stage_s[f"train_{name}"] = time.time() - t0
+        train_logs[name] = {"final_loss": float(np.mean(logs["loss"][-100:])),
+                            "loss_curve": logs["loss"][:: max(1, len(logs["loss"]) // 50)],
+                            "s_per_step": float(logs["step_s"]), "steps": arm_steps(c, name)}
+        cost[name] = step_cost(c, name, latents, text_ids)
+        t0 = time.time()
+        key = jax.random.fold_in(jax.random.key(int(c.seed)), 303)  # same noise for all arms
+        arms[name] = evaluate_arm(c, name, graphdef, ema, ae, test_rows, val_rows, key)
+        stage_s[f"eval_{name}"] = time.time() - t0
+        _log("%s: Overall %.3f (%s) train %.0f s, eval %.0f s", name,
+             arms[name]["geneval"]["all"]["overall"],
+             ", ".join(f"{t} {arms[name]['geneval']['all'][t]:.2f}" for t in scenes.TAGS),
+             stage_s[f"train_{name}"], stage_s[f"eval_{name}"])
+
+    metrics_out = {
+        "evaluator": {k: v for k, v in val.items() if k != "examples"},
+        "arms": {n: {k: v for k, v in a.items() if k not in ("images", "correct")}
+                 for n, a in arms.items()},
+        "train": train_logs,
+        "flops_per_step": {n: v["flops"] for n, v in cost.items()},
+        "train_flops": {n: v["flops"] * arm_steps(c, n) for n, v in cost.items()},
+        "ae": {"final_mse": ae_mse, "latent_scale": float(ae.latent_scale[...])},
+        "stage_s": stage_s,
+        "n_test_prompts": len(test_rows),
+        "n_heldout_test_prompts": int(sum(m["heldout"] for m in test_rows)),
+    }
+    cl = report.claims(metrics_out)
+    figures = []
+    if distributed.is_primary():
+        figures = report.figures(workdir, metrics_out, arms, test_rows, val["examples"])
+    runtime = time.time() - t_start
+    path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed, config=c,
+                                 metrics=metrics_out, claims=cl, runtime_s=runtime,
+                                 figures=figures)
+    if distributed.is_primary():
+        print(report.arms_table(metrics_out))
+        print(results.claims_table(cl))
+    return {"paper": PAPER, "variant": c.variant, "seed": c.seed, "metrics": metrics_out,
+            "claims": [x.to_dict() for x in cl], "runtime_s": runtime, "results_path": path}
+
+
+def _min_tag(by_style: dict) -> float:
+    return float(min(v[t] for v in by_style.values() for t in scenes.TAGS if t in v))
