@@ -173,3 +173,31 @@ def test_config_variants_and_cfg_values():
     assert baselines.arm("single_3x").steps_mult == 3
     with pytest.raises(ValueError, match="arm must be one of"):
         baselines.arm("triple")
+
+
+def test_cfg_auto_selects_on_validation_prompts_only(monkeypatch):
+    """cfg='auto' scores each weight of CFG_GRID on the validation prompts it is given (never
+    the test prompts) and returns the best, ties to the smaller weight."""
+    import jax
+    from flax import nnx
+
+    from icml26_jax.cof_t2i import vae
+
+    c = configs.get_config("smoke")
+    c.update(sample_steps=1, eval_batch=8)
+    graphdef, params = nnx.split(train.make_model(c, 1, 0))
+    ae = vae.FrameAE(8, rngs=nnx.Rngs(0))
+    val = train.val_metadata(1, train.test_metadata(2))
+    seen = []
+    fake = {1.0: 0.2, 3.0: 0.5, 5.0: 0.5}  # a tie between 3 and 5
+
+    def fake_score(images, rows, per_prompt):
+        seen.append([r["prompt"] for r in rows])
+        w = calls.pop(0)
+        return {"all": {"overall": fake[w]}}
+
+    calls = list(configs.CFG_GRID)
+    monkeypatch.setattr(train, "score", fake_score)
+    best, scores = train.select_cfg(c, graphdef, params, ae, val, jax.random.key(0), 1)
+    assert best == 3.0 and scores == {"1.0": 0.2, "3.0": 0.5, "5.0": 0.5}
+    assert all(s == [r["prompt"] for r in val] for s in seen) and len(seen) == 3
