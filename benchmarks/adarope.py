@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -35,7 +34,7 @@ from absl import app, flags  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from icml26_jax.adarope import configs, optim, rope, train  # noqa: E402
-from icml26_jax.core import results  # noqa: E402
+from icml26_jax.core import results, timing  # noqa: E402
 from icml26_jax.lm import train as lm_train  # noqa: E402
 from icml26_jax.lm.transformer import Attention, TransformerConfig  # noqa: E402
 
@@ -62,16 +61,6 @@ class CachedRope(nnx.Module):
             return out.reshape(x.shape)
 
         return rot(q), rot(k)
-
-
-def _median_time(fn, args, repeats):
-    jax.block_until_ready(fn(*args))  # warm-up (compile)
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def _peak_bytes(fn, args) -> int:
@@ -104,7 +93,8 @@ def attention_case(T: int, repeats: int, B: int = 32) -> dict:
         if name == "adarope":  # the PE parameters really get gradients
             gr = fn(*args)[1]["pos"]["log_freq"][...]
             assert float(jnp.abs(gr).max()) > 0
-        out[name] = {"time_s": _median_time(fn, args, repeats), "peak_bytes": _peak_bytes(fn, args)}
+        out[name] = {"time_s": timing.median_seconds(fn, *args, repeats=repeats),
+                     "peak_bytes": _peak_bytes(fn, args)}
     out["ratio"] = out["adarope"]["time_s"] / out["rope_cached"]["time_s"]
     out["memory_ratio"] = out["adarope"]["peak_bytes"] / max(out["rope_cached"]["peak_bytes"], 1)
     return out
@@ -121,7 +111,8 @@ def model_step_case(repeats: int) -> dict:
         o = opt.init(p)
         b = train._mqar(c, np.random.default_rng(0), c.batch_size, c.train_len)
         b = {k: b[k] for k in ("tokens", "targets", "mask")}
-        out[arm] = {"time_s": _median_time(lambda p, o: step(p, r, o, b), (p, o), repeats)}
+        out[arm] = {"time_s": timing.median_seconds(lambda p, o: step(p, r, o, b), p, o,
+                                                    repeats=repeats)}
     out["ratio"] = out["adarope"]["time_s"] / out["rope"]["time_s"]
     out["length"] = c.train_len
     return out

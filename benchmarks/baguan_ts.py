@@ -39,7 +39,7 @@ from flax import nnx  # noqa: E402
 
 from icml26_jax.baguan_ts import (baselines, configs, data_real, evaluate, metrics,  # noqa: E402
                                   predict, train)
-from icml26_jax.core import results  # noqa: E402
+from icml26_jax.core import results, timing  # noqa: E402
 from icml26_jax.core.testing import CompileCounter  # noqa: E402
 
 MODEL = flags.DEFINE_string("model", "runs/baguan_ts", "Workdir (or model directory) of a "
@@ -47,16 +47,6 @@ MODEL = flags.DEFINE_string("model", "runs/baguan_ts", "Workdir (or model direct
 QUICK = flags.DEFINE_bool("quick", False, "4 real tasks, 3 layer repeats.")
 REPEATS = flags.DEFINE_integer("repeats", 10, "Timed calls of the layer stack (median).")
 SWEEP = (4, 8, 12, 16, 24, 32)  # supports K of the layer-cost sweep
-
-
-def _median_time(fn, repeats: int) -> float:
-    jax.block_until_ready(fn())  # compile
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def layer_cost(graphdef, params, repeats: int) -> dict:
@@ -69,7 +59,7 @@ def layer_cost(graphdef, params, repeats: int) -> dict:
         targ = jnp.asarray(rng.standard_normal((B, K + 1, M, 1)), jnp.float32)
         mask = jnp.ones((B, K + 1), bool)
         fn = jax.jit(lambda p, f, t, m: nnx.merge(graphdef, p).tokens(f, t, m, H=16))
-        out[f"K{K}"] = _median_time(lambda: fn(params, feat, targ, mask), repeats)
+        out[f"K{K}"] = timing.median_seconds(lambda: fn(params, feat, targ, mask), repeats=repeats)
     out["ratio_16_over_8"] = out["K16"] / out["K8"]
     # Least-squares line through the sweep: seconds = a + b * K (near-linear if it fits).
     ks = np.asarray(SWEEP, np.float64)

@@ -36,22 +36,12 @@ from absl import app, flags  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from icml26_jax.cof_t2i import baselines, configs, train, vae  # noqa: E402
-from icml26_jax.core import results  # noqa: E402
+from icml26_jax.core import results, timing  # noqa: E402
 
 D_MODEL = flags.DEFINE_integer("d_model", None, "DiT width (default: the default config's).")
 REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repetitions (median).")
 SAMPLE_BATCH = flags.DEFINE_integer("sample_batch", 64, "Prompts per sampling call.")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/cof_t2i.json).")
-
-
-def _median_s(fn, repeats: int) -> float:
-    fn()  # compile and warm up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def main(argv):
@@ -76,8 +66,8 @@ def main(argv):
         one = jax.jit(lambda carry, i, step=step: step(carry, i, latents, text_ids))
         carry = (params, tx.init(params), params)
         flops = train.step_cost(c, name, latents, text_ids)["flops"]
-        wall = _median_s(lambda: jax.block_until_ready(one(carry, jnp.int32(0))[1]["loss"]),
-                         reps)
+        wall = timing.median_seconds(lambda: one(carry, jnp.int32(0))[1]["loss"],
+                                     repeats=reps)
         step_rows[name] = {"flops": flops, "wall_ms": 1e3 * wall,
                            "params": int(sum(x.size for x in jax.tree.leaves(params)))}
         b = SAMPLE_BATCH.value
@@ -85,19 +75,19 @@ def main(argv):
                                 all_frames=False)
         ids = text_ids[:b]
         mask = ids != 0
-        t = _median_s(lambda: jax.block_until_ready(fn(params, ids, mask, jax.random.key(1))),
-                      max(2, reps // 5))
+        t = timing.median_seconds(fn, params, ids, mask, jax.random.key(1),
+                                  repeats=max(2, reps // 5))
         sample_rows[name] = {"ms_per_image": 1e3 * t / b}
 
     clips = jnp.asarray(pool["frames"][:64], jnp.float32) / 255.0  # [64, 3, 32, 32, 3]
     enc = jax.jit(ae.encode)
     batched = jax.jit(lambda x: vae.encode_frames(ae, x))
 
-    def independent():
+    def independent():  # one call per frame, each finished before the next starts
         return [jax.block_until_ready(enc(clips[:, f])) for f in range(3)]
 
-    t_ind = _median_s(independent, reps)
-    t_bat = _median_s(lambda: jax.block_until_ready(batched(clips)), reps)
+    t_ind = timing.median_seconds(independent, repeats=reps)
+    t_bat = timing.median_seconds(batched, clips, repeats=reps)
     same = np.allclose(np.stack([np.asarray(z) for z in independent()], 1),
                        np.asarray(batched(clips)) * float(ae.latent_scale[...]), atol=1e-5)
 

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from icml26_jax.core import results  # noqa: E402
+from icml26_jax.core import results, timing  # noqa: E402
 from icml26_jax.fpda import baselines, dapo, metrics, prompts, train  # noqa: E402
 from icml26_jax.fpda import model as model_lib  # noqa: E402
 
@@ -44,16 +44,6 @@ REPEATS = flags.DEFINE_integer("repeats", 5, "Timed passes over the split (media
 BUCKET = flags.DEFINE_integer("bucket", 50, "Images per compiled decode call (buckets are "
                               "padded to a multiple of it).")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/fpda.json).")
-
-
-def _median_s(fn, repeats: int) -> float:
-    fn()  # compile and warm up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def _restore(workdir: str):
@@ -151,11 +141,12 @@ def main(argv):
             jax.block_until_ready(encode_only(det.params, x_all[pad(idx)]))
 
     reps = REPEATS.value
-    t_fpda = _median_s(fpda_pass, reps)
-    t_all = _median_s(lambda: fixed_pass(prompts.ALL_ROUTE, baselines.BASELINE_R), reps)
-    t_r3 = _median_s(lambda: fixed_pass(prompts.ALL_ROUTE, R), reps)
-    t_state = _median_s(policy_only, reps)
-    t_enc = _median_s(encode_pass, reps)
+    t_fpda = timing.median_seconds(fpda_pass, repeats=reps)
+    t_all = timing.median_seconds(fixed_pass, prompts.ALL_ROUTE, baselines.BASELINE_R,
+                                  repeats=reps)
+    t_r3 = timing.median_seconds(fixed_pass, prompts.ALL_ROUTE, R, repeats=reps)
+    t_state = timing.median_seconds(policy_only, repeats=reps)
+    t_enc = timing.median_seconds(encode_pass, repeats=reps)
     policy_share = max(t_state - t_enc, 0.0) / t_fpda
     thr = {"fpda": n / t_fpda, "all_routes_r2": n / t_all, f"fixed_r{R}": n / t_r3}
     ratio = thr["fpda"] / thr["all_routes_r2"]
@@ -171,8 +162,8 @@ def main(argv):
                                                 tr.text_ok))
         one = jax.jit(lambda carry, i: step(carry, i, arrays, jax.random.key(0)))
         carry = (d.params, tx.init(d.params))
-        step_ms[name] = 1e3 * _median_s(lambda: jax.block_until_ready(
-            one(carry, jnp.int32(0))[1]["loss"]), reps * 2)
+        step_ms[name] = 1e3 * timing.median_seconds(
+            lambda: one(carry, jnp.int32(0))[1]["loss"], repeats=reps * 2)
 
     # 3. F1 per unit of refinement compute
     masks_fpda, r_fpda = fpda_pass(out=True)
@@ -185,8 +176,8 @@ def main(argv):
         rows.append({"arm": f"fixed r={k}", "mean_r": float(k),
                      "pixel_f1": metrics.pixel_f1(1 / (1 + np.exp(-mk)), split.masks,
                                                   split.labels),
-                     "ms_per_image": 1e3 * _median_s(lambda k=k: fixed_pass(prompts.ALL_ROUTE,
-                                                                              k), reps) / n})
+                     "ms_per_image": 1e3 * timing.median_seconds(
+                         fixed_pass, prompts.ALL_ROUTE, k, repeats=reps) / n})
     for row in rows:
         row["f1_per_ms"] = row["pixel_f1"] / row["ms_per_image"]
 

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from icml26_jax.core import results  # noqa: E402
+from icml26_jax.core import results, timing  # noqa: E402
 from icml26_jax.safe_flow_rl import (baselines, configs, critics, data, envs,  # noqa: E402
                                      policies)
 from icml26_jax.safe_flow_rl.model import (ConditionalRealNVP, LatentRefiner,  # noqa: E402
@@ -48,16 +48,6 @@ RESULTS = flags.DEFINE_string("results", "runs/safe_flow_rl/results.json",
                               "results.json of a finished run, for accuracy per cost.")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default "
                           "benchmarks/results/safe_flow_rl.json).")
-
-
-def _median_ms(fn, *args, repeats: int) -> float:
-    jax.block_until_ready(fn(*args))  # compile
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
 
 
 def bench_latency(obs, c, repeats: int) -> dict:
@@ -78,7 +68,7 @@ def bench_latency(obs, c, repeats: int) -> dict:
         "fisor_lite": (baselines.fisor_lite(ag, cg, N), (ap, cp)),
         "bc_lag": (baselines.bc_lag(lg), lp),
     }
-    return {name: _median_ms(jax.jit(act), params, key, obs, repeats=repeats)
+    return {name: 1e3 * timing.median_seconds(jax.jit(act), params, key, obs, repeats=repeats)
             for name, (act, params) in pols.items()}
 
 
@@ -92,14 +82,14 @@ def bench_density(obs, c, repeats: int) -> dict:
     a = jnp.clip(flow(jax.random.normal(jax.random.key(2), (obs.shape[0], A)), obs),
                  -0.99, 0.99)
     ours = jax.jit(lambda a, s: nnx.merge(g, p).log_prob(a, s))
-    out = {"ours_ms": _median_ms(ours, a, obs, repeats=repeats)}
+    out = {"ours_ms": 1e3 * timing.median_seconds(ours, a, obs, repeats=repeats)}
     try:
         _, dist = distrax_flow(flow, obs)
     except ImportError as e:
         out["distrax"] = f"skipped: {e}"
         return out
     ref = jax.jit(dist.log_prob)
-    out["distrax_ms"] = _median_ms(ref, a, repeats=repeats)
+    out["distrax_ms"] = 1e3 * timing.median_seconds(ref, a, repeats=repeats)
     out["max_abs_diff"] = float(jnp.max(jnp.abs(ours(a, obs) - ref(a))))
     out["ratio_ours_over_distrax"] = out["ours_ms"] / out["distrax_ms"]
     return out

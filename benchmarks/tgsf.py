@@ -33,11 +33,10 @@ import time  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from icml26_jax.core import checkpoint, results  # noqa: E402
+from icml26_jax.core import checkpoint, results, timing  # noqa: E402
 from icml26_jax.tgsf import camera, configs, ff, fit, model, render  # noqa: E402
 from icml26_jax.tgsf import data as tdata  # noqa: E402
 from icml26_jax.tgsf import gaussians as G  # noqa: E402
@@ -48,16 +47,6 @@ FIT_STEPS = flags.DEFINE_integer("fit_steps", 800, "Per-scene fitting steps per 
 FF_WORKDIR = flags.DEFINE_string("ff_workdir", "runs/tgsf_ff",
                                  "workdir of a finished feedforward run (trained weights).")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/tgsf.json).")
-
-
-def _median_ms(fn, *args, repeats: int) -> float:
-    jax.block_until_ready(fn(*args))  # compile
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
 
 
 def _random_gaussians(n: int, key) -> G.TaylorGaussians:
@@ -85,7 +74,7 @@ def bench_rasteriser(repeats: int) -> list:
             f = jax.jit(jax.value_and_grad(loss))
             mem = f.lower(g).compile().memory_analysis()
             temp = getattr(mem, "temp_size_in_bytes", None) if mem is not None else None
-            ms = _median_ms(f, g, repeats=repeats)
+            ms = 1e3 * timing.median_seconds(f, g, repeats=repeats)
             rows.append({"size": size, "N": n, "mode": label, "pixel_chunk": chunk,
                          "fwd_bwd_ms": ms, "ns_per_pixel_gaussian": 1e6 * ms / (P * n),
                          "temp_mib": None if temp is None else temp / 2**20})
@@ -124,7 +113,7 @@ def bench_feedforward(c, clips: int, fit_steps: int, repeats: int, ff_workdir: s
     test = ff.make_clips(kinds, ff.TEST_SEED0, "test", size)
     one = jax.tree.map(lambda x: x[0], test.inputs)
     infer = jax.jit(lambda p, x: ff.predict(graphdef, p, x))
-    infer_ms = _median_ms(infer, params, one, repeats=repeats)
+    infer_ms = 1e3 * timing.median_seconds(infer, params, one, repeats=repeats)
     arm = fit.make_arm(2, True, "decoupled")
     rgb_ff = ff.render_queries(graphdef, params, arm, test)
     ff_scores = ff.score(rgb_ff, test, groups)

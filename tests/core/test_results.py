@@ -242,3 +242,22 @@ def test_summarise_seeds_errors(mutate, metrics, match):
     mutate(runs)
     with pytest.raises(ValueError, match=match):
         results.summarise_seeds(runs, metrics=metrics)
+
+
+def test_median_seconds_times_synchronised_calls_and_validates():
+    import time as _time
+
+    from icml26_jax.core import timing
+
+    calls = []
+
+    def slow(x, *, pause=0.01):
+        calls.append(x)
+        _time.sleep(pause)
+        return jnp.asarray(x)
+
+    t = timing.median_seconds(slow, 3, repeats=3)
+    assert calls == [3, 3, 3, 3]  # one warm-up call, three timed ones
+    assert 0.009 < t < 0.5
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        timing.median_seconds(slow, 1, repeats=0)
