@@ -5,13 +5,14 @@ video VAE whose *independent* per-frame encoding CoF-T2I relies on.
 and SiLU, then a 1x1 conv to 8 channels) and a decoder that works at the latent
 resolution (two residual conv blocks), lets each latent cell emit its 4 x 4 pixel patch
 (depth-to-space) through a per-pixel head. Trained with MSE + 1e-4 ||z||^2 on flat, refined
-and draft renders, then frozen; ``latent_scale`` (the std of the training latents) makes the flow model see
-unit-variance latents.
+and draft renders, then frozen; ``latent_scale`` (the std of the training latents) makes the
+flow model see unit-variance latents.
 
 ``encode_frames(ae, x, independent=True)`` encodes every frame of a clip as its own 1-frame
 clip (CoF-T2I's choice: F2 and F3 keep separate latents). A causal video VAE with temporal
 stride 4 would map 3 frames to 1 + ceil(2 / 4) = 2 latent frames and mix F2 with F3; that
-alternative is the optional ``cof_joint_enc`` arm.
+alternative is ``JointTemporalAE``, the encoder of the optional ``cof_joint_enc`` arm (not
+yet wired into ``train.py``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ def _groups(c: int) -> int:
 class FrameAE(nnx.Module):
     """Conv autoencoder ``[B, 32, 32, 3]`` in [0, 1] <-> ``[B, 8, 8, 8]``."""
 
-    def __init__(self, width: int = 32, *, rngs: nnx.Rngs):
+    def __init__(self, width: int = 32, *, channels: int = 3, rngs: nnx.Rngs):
         if width < 4 or width % 4:
             raise ValueError(f"width must be a positive multiple of 4, got {width}")
         w = int(width)
-        self.enc1 = nnx.Conv(3, w, (3, 3), strides=2, rngs=rngs)
+        self.channels = int(channels)  # 3 for one frame, 6 for two frames stacked on channels
+        self.enc1 = nnx.Conv(self.channels, w, (3, 3), strides=2, rngs=rngs)
         self.norm1 = nnx.GroupNorm(w, num_groups=_groups(w), rngs=rngs)
         self.enc2 = nnx.Conv(w, 2 * w, (3, 3), strides=2, rngs=rngs)
         self.norm2 = nnx.GroupNorm(2 * w, num_groups=_groups(2 * w), rngs=rngs)
@@ -49,13 +51,14 @@ class FrameAE(nnx.Module):
         self.res = nnx.List([_ResBlock(h, rngs=rngs) for _ in range(2)])
         self.norm3 = nnx.GroupNorm(h, num_groups=_groups(h), rngs=rngs)
         self.to_patch = nnx.Conv(h, 16 * w // 2, (1, 1), rngs=rngs)
-        self.out = nnx.Conv(w // 2, 3, (1, 1), rngs=rngs)
+        self.out = nnx.Conv(w // 2, self.channels, (1, 1), rngs=rngs)
         self.latent_scale = nnx.Variable(jnp.ones(()))  # set after training (not a Param)
 
     def encode(self, x: jax.Array) -> jax.Array:
         """Images ``[B, 32, 32, 3]`` in [0, 1] -> raw latents ``[B, 8, 8, 8]``."""
-        if x.ndim != 4 or x.shape[1:] != (RES, RES, 3):
-            raise ValueError(f"x must be [B, {RES}, {RES}, 3], got shape {x.shape}")
+        if x.ndim != 4 or x.shape[1:] != (RES, RES, self.channels):
+            raise ValueError(f"x must be [B, {RES}, {RES}, {self.channels}], got shape "
+                             f"{x.shape}")
         h = jax.nn.silu(self.norm1(self.enc1(x * 2.0 - 1.0)))
         h = jax.nn.silu(self.norm2(self.enc2(h)))
         return self.to_z(h)
@@ -113,3 +116,40 @@ def decode_frames(ae: FrameAE, z: jax.Array) -> jax.Array:
     b, f = z.shape[:2]
     img = ae.decode(z.reshape((b * f,) + z.shape[2:]) * ae.latent_scale[...])
     return jnp.clip(img, 0.0, 1.0).reshape((b, f) + img.shape[1:])
+
+
+class JointTemporalAE(nnx.Module):
+    """The ``cof_joint_enc`` ablation's encoder (spec §Baselines, optional): what a causal video
+    VAE with temporal stride 4 does to a 3-frame clip. F1 is encoded alone; F2 and F3 are
+    encoded *together* into one shared latent frame (3 frames -> 1 + ceil(2 / 4) = 2 latent
+    frames), so the refined frame cannot be denoised apart from the flat one.
+
+    ``encode_clip(x [B, 3, 32, 32, 3]) -> z [B, 2, 8, 8, 8]`` (raw latents) and
+    ``decode_clip(z) -> [B, 3, 32, 32, 3]``.
+    """
+
+    def __init__(self, width: int = 32, *, rngs: nnx.Rngs):
+        self.first = FrameAE(width, rngs=rngs)
+        self.pair = FrameAE(width, channels=6, rngs=rngs)
+
+    def encode_clip(self, x: jax.Array) -> jax.Array:
+        if x.ndim != 5 or x.shape[1] != 3:
+            raise ValueError(f"x must be [B, 3, {RES}, {RES}, 3], got shape {x.shape}")
+        z1 = self.first.encode(x[:, 0])
+        z23 = self.pair.encode(jnp.concatenate([x[:, 1], x[:, 2]], -1))
+        return jnp.stack([z1, z23], 1)
+
+    def decode_clip(self, z: jax.Array) -> jax.Array:
+        f1 = self.first.decode(z[:, 0])
+        f23 = self.pair.decode(z[:, 1])
+        return jnp.stack([f1, f23[..., :3], f23[..., 3:]], 1)
+
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        z = self.encode_clip(x)
+        return self.decode_clip(z), z
+
+
+def joint_ae_loss(ae: JointTemporalAE, x: jax.Array, z_weight: float = 1e-4) -> jax.Array:
+    """``ae_loss`` for 3-frame clips through the shared-latent encoder."""
+    rec, z = ae(x)
+    return jnp.mean((rec - x) ** 2) + z_weight * jnp.mean(z * z)

@@ -64,3 +64,28 @@ def test_bad_shapes_raise():
     with pytest.raises(ValueError, match="width must be"):
         vae.FrameAE(6, rngs=nnx.Rngs(0))
     assert S.RES == vae.RES
+
+
+def test_joint_temporal_ae_shares_one_latent_between_f2_and_f3():
+    """The optional ablation's encoder: 3 frames -> 2 latent frames; F1 alone, (F2, F3)
+    together, so changing F3 moves the shared latent and F1's latent stays put."""
+    ae = vae.JointTemporalAE(8, rngs=nnx.Rngs(0))
+    x = jax.random.uniform(jax.random.key(0), (2, 3, 32, 32, 3))
+    z = ae.encode_clip(x)
+    assert z.shape == (2, 2, 8, 8, 8)
+    x2 = x.at[:, 2].set(1.0 - x[:, 2])
+    z2 = ae.encode_clip(x2)
+    np.testing.assert_array_equal(np.asarray(z2[:, 0]), np.asarray(z[:, 0]))
+    assert not np.allclose(np.asarray(z2[:, 1]), np.asarray(z[:, 1]))
+    rec = ae.decode_clip(z)
+    assert rec.shape == x.shape
+    # F2 and F3 are decoded from the same latent: moving it moves both, not F1
+    moved = ae.decode_clip(z.at[:, 1].add(1.0))
+    np.testing.assert_array_equal(np.asarray(moved[:, 0]), np.asarray(rec[:, 0]))
+    for f in (1, 2):
+        assert not np.allclose(np.asarray(moved[:, f]), np.asarray(rec[:, f]))
+    assert float(vae.joint_ae_loss(ae, x)) > 0
+    with pytest.raises(ValueError, match="x must be"):
+        ae.encode_clip(x[:, :2])
+    with pytest.raises(ValueError, match=r"x must be \[B, 32, 32, 6\]"):
+        ae.pair.encode(x[:, 0])
