@@ -11,6 +11,7 @@ from __future__ import annotations
 import ml_collections
 
 from icml26_jax.cof_t2i import baselines
+from icml26_jax.core import flags
 
 VARIANTS = ("default", "smoke")
 CFG_GRID = (1.0, 3.0, 5.0)  # cfg='auto' picks one of these per arm on validation prompts
@@ -98,16 +99,10 @@ def cfg_value(c) -> float | str:
 
 def validate(c: ml_collections.ConfigDict) -> None:
     """Raises ``ValueError`` naming the flag for values outside what the code supports."""
-    def positive_int(name):
-        v = c[name]
-        if isinstance(v, bool) or int(v) != v or int(v) < 1:
-            raise ValueError(f"--config.{name} must be a positive integer, got {v!r}")
-
-    for name in ("pool", "ae_width", "ae_steps", "ae_batch", "d_model", "depth", "heads",
-                 "steps", "batch",
-                 "chunk", "sample_steps", "samples_per_prompt", "prompts_per_tag",
-                 "val_prompts_per_tag", "renders_per_prompt", "eval_batch"):
-        positive_int(name)
+    flags.require_positive_ints(c, ("pool", "ae_width", "ae_steps", "ae_batch", "d_model",
+                                    "depth", "heads", "steps", "batch", "chunk", "sample_steps",
+                                    "samples_per_prompt", "prompts_per_tag",
+                                    "val_prompts_per_tag", "renders_per_prompt", "eval_batch"))
     if c.d_model % c.heads or c.d_model % 4:
         raise ValueError(f"--config.d_model must be divisible by --config.heads and by 4, got "
                          f"d_model={c.d_model}, heads={c.heads}")

@@ -236,7 +236,7 @@ def arm_steps(c, name: str) -> int:
 
 
 def train_arm(c, name: str, latents, text_ids, workdir: str):
-    """Trains arm ``name``; returns ``(graphdef, ema_params, logs, step_fn, carry)``."""
+    """Trains arm ``name``; returns ``(graphdef, ema_params, logs)``."""
     spec = baselines.arm(name)
     model = make_model(c, spec.num_frames, int(c.seed))
     graphdef, params = nnx.split(model)

@@ -79,6 +79,15 @@ def as_tuple(value, cast=str) -> tuple:
                  if str(x).strip())
 
 
+def require_positive_ints(config, names) -> None:
+    """Raises ``ValueError`` naming ``--config.<name>`` for any field of ``names`` that is not
+    a positive integer (``True`` / ``False`` and non-integral floats included)."""
+    for name in names:
+        v = config[name]
+        if isinstance(v, bool) or int(v) != v or int(v) < 1:
+            raise ValueError(f"--config.{name} must be a positive integer, got {v!r}")
+
+
 def _fail(message: str):
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ml_collections
 
+from icml26_jax.core import flags
+
 VARIANTS = ("default", "smoke")
 # Every evaluated method (spec §Baselines and peers). fpda, all_routes, random_policy and
 # best_fixed_action run on the supernet; no_prompt and fixed_prompt are trained separately;
@@ -75,14 +77,9 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
 
 def validate(c: ml_collections.ConfigDict) -> None:
     """Raises ``ValueError`` naming the flag for values outside what the code supports."""
-    def positive_int(name):
-        v = c[name]
-        if isinstance(v, bool) or int(v) != v or int(v) < 1:
-            raise ValueError(f"--config.{name} must be a positive integer, got {v!r}")
-
-    for name in ("n_train", "n_val", "n_test", "width", "steps_sup", "batch", "steps_dapo",
-                 "dapo_batch", "group_samples", "dapo_epochs", "chunk", "eval_batch"):
-        positive_int(name)
+    flags.require_positive_ints(c, ("n_train", "n_val", "n_test", "width", "steps_sup", "batch",
+                                    "steps_dapo", "dapo_batch", "group_samples", "dapo_epochs",
+                                    "chunk", "eval_batch"))
     if int(c.img_size) != c.img_size or c.img_size < 16 or c.img_size % 16:
         raise ValueError(f"--config.img_size must be a positive multiple of 16 (the encoder "
                          f"works at img_size / 4 and the DCT map at img_size / 8), got "
