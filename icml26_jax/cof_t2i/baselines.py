@@ -9,9 +9,12 @@ differ only in which frames they are trained on and for how many steps:
 * ``single_3x``: ``single`` with 3x the steps (about ``cof``'s training FLOPs);
 * ``repeat``: frames (F3, F3, F3): ``cof``'s tokens and compute without a trajectory;
 * ``cof``: frames (F1, F2, F3), each encoded on its own;
-* ``cof_f2f3`` (optional ablation): frames (F2, F3).
+* ``cof_f2f3`` (optional ablation): frames (F2, F3);
+* ``cof_joint_enc`` (optional ablation): frames (F1, F2, F3) through ``vae.JointTemporalAE``
+  (F1 alone, F2 and F3 in one shared latent frame): 2 latent frames, decoded back to 3.
 
-The output image of every arm is its last frame (index F - 1).
+The output image of every arm is its last frame (index F - 1; for ``cof_joint_enc`` the F3
+half of the shared latent frame's decoding).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class ArmSpec(NamedTuple):
     num_frames: int
     frames: tuple[int, ...]  # indices into the trajectory (0 = F1, 1 = F2, 2 = F3)
     steps_mult: int  # training steps = steps_mult * config.steps
+    encoder: str = "frame"  # "frame": FrameAE latents per frame; "joint": JointTemporalAE
 
 
 ARMS = {
@@ -31,6 +35,8 @@ ARMS = {
     "single_3x": ArmSpec(1, (2,), 3),
     "repeat": ArmSpec(3, (2, 2, 2), 1),
     "cof_f2f3": ArmSpec(2, (1, 2), 1),
+    # frames index the joint encoder's 2 latent frames (F1, shared (F2, F3))
+    "cof_joint_enc": ArmSpec(2, (0, 1), 1, "joint"),
 }
 CORE_ARMS = ("cof", "single", "single_3x", "repeat")
 

@@ -1,5 +1,6 @@
-"""Configurations of the CoF-T2I experiment: ``default`` (<= 15 min on 2 CPU cores) and
-``smoke`` (< 60 s).
+"""Configurations of the CoF-T2I experiment: ``default`` (<= 15 min on 2 CPU cores),
+``smoke`` (< 60 s) and ``joint_enc`` (the optional independent-vs-joint encoding ablation:
+arms ``cof`` and ``cof_joint_enc``, otherwise ``default``).
 
 Use as ``--config=icml26_jax/cof_t2i/configs.py:default`` and override any field, e.g.
 ``--config.arms=cof,single``, ``--config.steps=1000``, ``--config.cfg=auto``,
@@ -13,7 +14,7 @@ import ml_collections
 from icml26_jax.cof_t2i import baselines
 from icml26_jax.core import flags
 
-VARIANTS = ("default", "smoke")
+VARIANTS = ("default", "smoke", "joint_enc")
 CFG_GRID = (1.0, 3.0, 5.0)  # cfg='auto' picks one of these per arm on validation prompts
 
 
@@ -63,6 +64,8 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.renders_per_prompt = 4  # evaluator validation: clean renders per test prompt and style
     c.eval_batch = 200
 
+    if variant == "joint_enc":
+        c.arms = ("cof", "cof_joint_enc")
     if variant == "smoke":
         c.arms = ("cof", "single")
         c.pool = 256

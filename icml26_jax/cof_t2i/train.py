@@ -130,27 +130,27 @@ def ae_optimizer(c) -> optax.GradientTransformation:
                                                                        int(c.ae_steps))))
 
 
-def train_ae(c, frames: np.ndarray, workdir: str) -> tuple[vae.FrameAE, float]:
-    """Trains the frame AE on random frames (drafts, flat and refined) of the pool and sets
-    its latent scale; returns the frozen model and its final training MSE."""
-    ae = vae.FrameAE(int(c.ae_width), rngs=nnx.Rngs(int(c.seed)))
-    graphdef, params, rest = nnx.split(ae, nnx.Param, ...)
+def _fit_ae(c, model, loss_fn, data: np.ndarray, workdir: str, stage: str, salt: int):
+    """Trains an autoencoder ``model`` with ``loss_fn(model, x)`` on random rows of ``data``
+    (uint8 images or clips; ``ae_steps`` Adam steps of ``ae_batch`` rows, orbax chunks);
+    returns the trained model and its final training loss."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = ae_optimizer(c)
-    images = jnp.asarray(frames.reshape((-1,) + frames.shape[2:]))
-    key = jax.random.fold_in(jax.random.key(int(c.seed)), 101)
+    data = jnp.asarray(data)
+    key = jax.random.fold_in(jax.random.key(int(c.seed)), salt)
     batch = int(c.ae_batch)
 
     def one(carry, i):
         params, opt = carry
-        idx = jax.random.randint(jax.random.fold_in(key, i), (batch,), 0, images.shape[0])
-        x = images[idx].astype(jnp.float32) / 255.0
+        idx = jax.random.randint(jax.random.fold_in(key, i), (batch,), 0, data.shape[0])
+        x = data[idx].astype(jnp.float32) / 255.0
 
-        def loss_fn(p):
-            return vae.ae_loss(nnx.merge(graphdef, p, rest), x)
+        def loss(p):
+            return loss_fn(nnx.merge(graphdef, p, rest), x)
 
-        loss, g = jax.value_and_grad(loss_fn)(params)
+        value, g = jax.value_and_grad(loss)(params)
         u, opt = tx.update(g, opt, params)
-        return (optax.apply_updates(params, u), opt), {"loss": loss}
+        return (optax.apply_updates(params, u), opt), {"loss": value}
 
     one = jax.jit(one, donate_argnums=(0,))
     steps = int(c.ae_steps)
@@ -161,33 +161,75 @@ def train_ae(c, frames: np.ndarray, workdir: str) -> tuple[vae.FrameAE, float]:
         lg["loss"][start:start + n] = losses
         return carry, f"mse {float(np.mean(lg['loss'][start:start + n])):.5f}"
 
-    fp = checkpoint.config_fingerprint({"stage": "ae", **_fields(c, "seed", "pool", "ae_width",
-                                                                  "ae_steps", "ae_lr", "ae_batch")})
+    fp = checkpoint.config_fingerprint({"stage": stage, **_fields(c, "seed", "pool", "ae_width",
+                                                                   "ae_steps", "ae_lr",
+                                                                   "ae_batch")})
     (params, _), logs = checkpoint.run_chunks(
-        os.path.join(workdir, "ckpt", "ae"), fingerprint=fp, state=(params, tx.init(params)),
-        logs=logs, steps=steps, chunk=int(c.chunk), advance=advance, name="ae")
-    ae = nnx.merge(graphdef, params, rest)
-    enc = jax.jit(lambda x: ae.encode(x.astype(jnp.float32) / 255.0))
+        os.path.join(workdir, "ckpt", stage), fingerprint=fp, state=(params, tx.init(params)),
+        logs=logs, steps=steps, chunk=int(c.chunk), advance=advance, name=stage)
+    return nnx.merge(graphdef, params, rest), float(np.mean(logs["loss"][-50:]))
+
+
+def _latent_std(encode, images: np.ndarray) -> float:
+    """Std of ``encode``'s raw latents on up to ~2048 evenly spaced rows of ``images``."""
+    enc = jax.jit(lambda x: encode(x.astype(jnp.float32) / 255.0))
     sample = np.asarray(images[:: max(1, images.shape[0] // 2048)])
     z = np.concatenate([np.asarray(enc(sample[i:i + 256])) for i in range(0, len(sample), 256)])
-    ae.latent_scale[...] = jnp.asarray(float(z.std()), jnp.float32)
-    return ae, float(np.mean(logs["loss"][-50:]))
+    return float(z.std())
 
 
-def encode_pool(ae: vae.FrameAE, frames: np.ndarray, batch: int = 256) -> np.ndarray:
-    """Scaled latents ``[n, 3, 8, 8, 8]``, every frame encoded as its own clip."""
-    enc = jax.jit(lambda x: vae.encode_frames(ae, x.astype(jnp.float32) / 255.0))
+def train_ae(c, frames: np.ndarray, workdir: str) -> tuple[vae.FrameAE, float]:
+    """Trains the frame AE on random frames (drafts, flat and refined) of the pool and sets
+    its latent scale; returns the frozen model and its final training MSE."""
+    images = frames.reshape((-1,) + frames.shape[2:])
+    ae, mse = _fit_ae(c, vae.FrameAE(int(c.ae_width), rngs=nnx.Rngs(int(c.seed))), vae.ae_loss,
+                      images, workdir, "ae", 101)
+    ae.latent_scale[...] = jnp.asarray(_latent_std(ae.encode, images), jnp.float32)
+    return ae, mse
+
+
+def train_joint_ae(c, frames: np.ndarray, workdir: str) -> tuple[vae.JointTemporalAE, float]:
+    """The ``cof_joint_enc`` arm's encoder: ``JointTemporalAE`` trained like the frame AE
+    (same steps, batch of clips, rate) on whole pool clips; each latent frame gets its own
+    scale. Returns the frozen model and its final training MSE."""
+    jae, mse = _fit_ae(c, vae.JointTemporalAE(int(c.ae_width), rngs=nnx.Rngs(int(c.seed))),
+                       vae.joint_ae_loss, frames, workdir, "joint_ae", 102)
+    jae.first.latent_scale[...] = jnp.asarray(_latent_std(jae.first.encode, frames[:, 0]),
+                                              jnp.float32)
+    pair = np.concatenate([frames[:, 1], frames[:, 2]], -1)
+    jae.pair.latent_scale[...] = jnp.asarray(_latent_std(jae.pair.encode, pair), jnp.float32)
+    return jae, mse
+
+
+def encode_pool(ae, frames: np.ndarray, batch: int = 256) -> np.ndarray:
+    """Scaled latents of the pool: ``[n, 3, 8, 8, 8]`` with a ``FrameAE`` (every frame
+    encoded as its own clip), ``[n, 2, 8, 8, 8]`` with a ``JointTemporalAE``."""
+    if isinstance(ae, vae.JointTemporalAE):
+        enc = jax.jit(lambda x: vae.encode_joint(ae, x.astype(jnp.float32) / 255.0))
+    else:
+        enc = jax.jit(lambda x: vae.encode_frames(ae, x.astype(jnp.float32) / 255.0))
     return np.concatenate([np.asarray(enc(frames[i:i + batch]))
                            for i in range(0, len(frames), batch)])
 
 
-def reconstruct(ae: vae.FrameAE, images: np.ndarray, batch: int = 256) -> np.ndarray:
-    """uint8 images -> uint8 AE reconstructions."""
-    fn = jax.jit(lambda x: vae.decode_frames(ae, vae.encode_frames(
-        ae, x[:, None].astype(jnp.float32) / 255.0))[:, 0])
-    out = np.concatenate([np.asarray(fn(images[i:i + batch]))
-                          for i in range(0, len(images), batch)])
-    return to_uint8(out)
+def reconstruct_clips(ae, clips: np.ndarray, batch: int = 256) -> np.ndarray:
+    """uint8 clips ``[n, 3, 32, 32, 3]`` -> uint8 reconstructions through ``ae`` (frame by
+    frame for a ``FrameAE``, (F1), (F2, F3) for a ``JointTemporalAE``)."""
+    if isinstance(ae, vae.JointTemporalAE):
+        fn = jax.jit(lambda x: vae.decode_joint(ae, vae.encode_joint(
+            ae, x.astype(jnp.float32) / 255.0)))
+    else:
+        fn = jax.jit(lambda x: vae.decode_frames(ae, vae.encode_frames(
+            ae, x.astype(jnp.float32) / 255.0)))
+    return to_uint8(np.concatenate([np.asarray(fn(clips[i:i + batch]))
+                                    for i in range(0, len(clips), batch)]))
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean per-image PSNR (dB) of uint8 images ``a`` against ``b`` (peak 255)."""
+    d = (a.astype(np.float64) - b.astype(np.float64)) / 255.0
+    mse = np.maximum(np.mean(d * d, axis=tuple(range(1, d.ndim))), 1e-12)
+    return float(np.mean(10.0 * np.log10(1.0 / mse)))
 
 
 def to_uint8(x) -> np.ndarray:
@@ -286,16 +328,19 @@ def step_cost(c, name: str, latents, text_ids) -> dict:
 
 # --------------------------------------------------------------------------- sampling
 
-def make_sampler(c, graphdef, num_frames: int, ae: vae.FrameAE, cfg: float, all_frames: bool):
+def make_sampler(c, graphdef, num_frames: int, ae, cfg: float, all_frames: bool):
     """jitted ``(params, ids, mask, key) -> uint8-ready images [B, F', 32, 32, 3]`` in [0, 1]:
-    the last frame only (``all_frames=False``) or every frame."""
+    the last frame only (``all_frames=False``) or every frame. ``ae`` is the arm's decoder: a
+    ``FrameAE`` (one image per latent frame) or a ``JointTemporalAE`` (2 latent frames -> 3
+    images)."""
     steps, shift = int(c.sample_steps), float(c.shift)
 
     def fn(params, ids, mask, key):
         z = flow.sample(graphdef, params, ids, mask, num_frames, steps, cfg, shift, key)
-        if not all_frames:
-            z = z[:, -1:]
-        return vae.decode_frames(ae, z)
+        if isinstance(ae, vae.JointTemporalAE):
+            img = vae.decode_joint(ae, z)
+            return img if all_frames else img[:, -1:]
+        return vae.decode_frames(ae, z if all_frames else z[:, -1:])
 
     return jax.jit(fn)
 
@@ -353,24 +398,28 @@ def auc(neg: np.ndarray, pos: np.ndarray) -> float:
     return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
 
 
-def validate_evaluator(c, ae: vae.FrameAE, rows: list[dict]) -> dict:
+def validate_evaluator(c, ae: vae.FrameAE, rows: list[dict], joint_ae=None) -> dict:
     """Spec §Claims 1-4 inputs: clean flat / refined renders of the test metadata
     (``renders_per_prompt`` scenes each), their AE reconstructions, CoF drafts, and the
-    refinement score's separation of flat vs refined renders."""
+    refinement score's separation of flat vs refined renders. Also the per-frame PSNR of the
+    frame AE's reconstructions of these clips and, with ``joint_ae``, of the joint encoder's
+    (and the evaluator's accuracy on its F2 / F3 reconstructions)."""
     rng = np.random.default_rng(TEST_SEED + 7)
     k = int(c.renders_per_prompt)
-    flat, refined, drafts = [], [], []
-    for md in rows:
-        for _ in range(k):
-            tr = traj.build(md, traj.sample_mode(rng), rng)
-            flat.append(tr.frames[1])
-            refined.append(tr.frames[2])
-            drafts.append(tr.frames[0])
-    flat, refined, drafts = np.stack(flat), np.stack(refined), np.stack(drafts)
+    clips = np.stack([traj.build(md, traj.sample_mode(rng), rng).frames
+                      for md in rows for _ in range(k)])  # [n, 3 (draft, flat, refined), ...]
+    drafts, flat, refined = clips[:, 0], clips[:, 1], clips[:, 2]
     out = {"renders": {}, "reconstructions": {}}
-    for style, imgs in (("flat", flat), ("refined", refined)):
-        out["renders"][style] = score(imgs, rows, k)["all"]
-        out["reconstructions"][style] = score(reconstruct(ae, imgs), rows, k)["all"]
+    rec = reconstruct_clips(ae, clips)
+    for f, style in ((1, "flat"), (2, "refined")):
+        out["renders"][style] = score(clips[:, f], rows, k)["all"]
+        out["reconstructions"][style] = score(rec[:, f], rows, k)["all"]
+    out["psnr"] = {"frame": {f"F{f + 1}": psnr(rec[:, f], clips[:, f]) for f in range(3)}}
+    if joint_ae is not None:
+        jrec = reconstruct_clips(joint_ae, clips)
+        out["psnr"]["joint"] = {f"F{f + 1}": psnr(jrec[:, f], clips[:, f]) for f in range(3)}
+        out["joint_reconstructions"] = {style: score(jrec[:, f], rows, k)["all"]
+                                        for f, style in ((1, "flat"), (2, "refined"))}
     d = score(drafts, rows, k)
     out["drafts_rejected"] = float(1.0 - np.mean(d["correct"]))
     rs_flat = np.array([evaluator.refinement_score(x) for x in flat])
@@ -398,6 +447,9 @@ def select_cfg(c, graphdef, params, ae, val_rows, key, num_frames) -> tuple[floa
     return best, {str(w): s for w, s in scores.items()}
 
 
+ALL_FRAME_ARMS = ("cof", "cof_joint_enc")  # arms whose every frame is decoded and scored
+
+
 def evaluate_arm(c, name, graphdef, params, ae, test_rows, val_rows, key) -> dict:
     spec = baselines.arm(name)
     cfg = configs.cfg_value(c)
@@ -407,7 +459,7 @@ def evaluate_arm(c, name, graphdef, params, ae, test_rows, val_rows, key) -> dic
                                          jax.random.fold_in(key, 1), spec.num_frames)
     out["cfg"] = float(cfg)
     per = int(c.samples_per_prompt)
-    all_frames = name == "cof"
+    all_frames = name in ALL_FRAME_ARMS
     t0 = time.time()
     imgs = sample_images(c, graphdef, params, ae, test_rows, per, cfg, key, spec.num_frames,
                          all_frames)
@@ -419,8 +471,9 @@ def evaluate_arm(c, name, graphdef, params, ae, test_rows, val_rows, key) -> dic
     out["refinement"] = float(np.mean([evaluator.refinement_score(x) for x in final]))
     if all_frames:
         out["frames"] = {}
-        for f in range(spec.num_frames):
-            sf = s if f == spec.num_frames - 1 else score(imgs[:, f], test_rows, per)
+        n_img = imgs.shape[1]  # decoded frames (3 for cof_joint_enc's 2 latent frames)
+        for f in range(n_img):
+            sf = s if f == n_img - 1 else score(imgs[:, f], test_rows, per)
             out["frames"][f"F{f + 1}"] = {
                 "geneval": _clean(sf),
                 "refinement": float(np.mean([evaluator.refinement_score(x)
@@ -470,8 +523,17 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     _log("AE: final mse %.5f, latent scale %.3f (%.1f s)", ae_mse,
          float(ae.latent_scale[...]), stage_s["ae"])
 
+    joint_ae, joint_latents = None, None
+    if any(baselines.arm(a).encoder == "joint" for a in c.arms):
+        t0 = time.time()
+        joint_ae, joint_mse = train_joint_ae(c, pool["frames"], workdir)
+        joint_latents = jnp.asarray(encode_pool(joint_ae, pool["frames"]))
+        stage_s["joint_ae"] = time.time() - t0
+        _log("joint AE: final mse %.5f, latent scales %s (%.1f s)", joint_mse,
+             np.round(np.asarray(joint_ae.scales()), 3), stage_s["joint_ae"])
+
     t0 = time.time()
-    val = validate_evaluator(c, ae, test_rows)
+    val = validate_evaluator(c, ae, test_rows, joint_ae)
     stage_s["evaluator_validation"] = time.time() - t0
     _log("evaluator: renders min %.3f, reconstructions min %.3f, drafts rejected %.3f, "
          "refinement AUC %.3f", _min_tag(val["renders"]), _min_tag(val["reconstructions"]),
@@ -479,16 +541,18 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
 
     arms, train_logs, cost = {}, {}, {}
     for name in c.arms:
+        joint = baselines.arm(name).encoder == "joint"
+        arm_latents, arm_ae = (joint_latents, joint_ae) if joint else (latents, ae)
         t0 = time.time()
-        graphdef, ema, logs = train_arm(c, name, latents, text_ids, workdir)
+        graphdef, ema, logs = train_arm(c, name, arm_latents, text_ids, workdir)
         stage_s[f"train_{name}"] = time.time() - t0
         train_logs[name] = {"final_loss": float(np.mean(logs["loss"][-100:])),
                             "loss_curve": logs["loss"][:: max(1, len(logs["loss"]) // 50)],
                             "s_per_step": float(logs["step_s"]), "steps": arm_steps(c, name)}
-        cost[name] = step_cost(c, name, latents, text_ids)
+        cost[name] = step_cost(c, name, arm_latents, text_ids)
         t0 = time.time()
         key = jax.random.fold_in(jax.random.key(int(c.seed)), 303)  # same noise for all arms
-        arms[name] = evaluate_arm(c, name, graphdef, ema, ae, test_rows, val_rows, key)
+        arms[name] = evaluate_arm(c, name, graphdef, ema, arm_ae, test_rows, val_rows, key)
         stage_s[f"eval_{name}"] = time.time() - t0
         _log("%s: Overall %.3f (%s) train %.0f s, eval %.0f s", name,
              arms[name]["geneval"]["all"]["overall"],
@@ -503,6 +567,9 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
         "flops_per_step": {n: v["flops"] for n, v in cost.items()},
         "train_flops": {n: v["flops"] * arm_steps(c, n) for n, v in cost.items()},
         "ae": {"final_mse": ae_mse, "latent_scale": float(ae.latent_scale[...])},
+        **({"joint_ae": {"final_mse": joint_mse,
+                         "latent_scales": np.asarray(joint_ae.scales()).tolist()}}
+           if joint_ae is not None else {}),
         "stage_s": stage_s,
         "n_test_prompts": len(test_rows),
         "n_heldout_test_prompts": int(sum(m["heldout"] for m in test_rows)),

@@ -11,8 +11,9 @@ flow model see unit-variance latents.
 ``encode_frames(ae, x, independent=True)`` encodes every frame of a clip as its own 1-frame
 clip (CoF-T2I's choice: F2 and F3 keep separate latents). A causal video VAE with temporal
 stride 4 would map 3 frames to 1 + ceil(2 / 4) = 2 latent frames and mix F2 with F3; that
-alternative is ``JointTemporalAE``, the encoder of the optional ``cof_joint_enc`` arm (not
-yet wired into ``train.py``).
+alternative is ``JointTemporalAE``, the encoder of the optional ``cof_joint_enc`` arm
+(``encode_joint`` / ``decode_joint`` are its scaled counterparts of ``encode_frames`` /
+``decode_frames``).
 """
 
 from __future__ import annotations
@@ -147,6 +148,23 @@ class JointTemporalAE(nnx.Module):
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         z = self.encode_clip(x)
         return self.decode_clip(z), z
+
+    def scales(self) -> jax.Array:
+        """``[2]``: the latent scale of each latent frame (F1's and the shared (F2, F3)
+        one come from different encoders, so each gets its own std)."""
+        return jnp.stack([self.first.latent_scale[...], self.pair.latent_scale[...]])
+
+
+def encode_joint(ae: JointTemporalAE, x: jax.Array) -> jax.Array:
+    """Clips ``[B, 3, 32, 32, 3]`` -> scaled latents ``[B, 2, 8, 8, 8]`` (unit std each)."""
+    return ae.encode_clip(x) / ae.scales()[None, :, None, None, None]
+
+
+def decode_joint(ae: JointTemporalAE, z: jax.Array) -> jax.Array:
+    """Scaled latents ``[B, 2, 8, 8, 8]`` -> clips ``[B, 3, 32, 32, 3]`` clipped to [0, 1]."""
+    if z.ndim != 5 or z.shape[1] != 2:
+        raise ValueError(f"z must be [B, 2, 8, 8, {LATENT_CH}], got shape {z.shape}")
+    return jnp.clip(ae.decode_clip(z * ae.scales()[None, :, None, None, None]), 0.0, 1.0)
 
 
 def joint_ae_loss(ae: JointTemporalAE, x: jax.Array, z_weight: float = 1e-4) -> jax.Array:

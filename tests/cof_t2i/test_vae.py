@@ -89,3 +89,19 @@ def test_joint_temporal_ae_shares_one_latent_between_f2_and_f3():
         ae.encode_clip(x[:, :2])
     with pytest.raises(ValueError, match=r"x must be \[B, 32, 32, 6\]"):
         ae.pair.encode(x[:, 0])
+
+
+def test_joint_scaled_encode_decode_use_one_scale_per_latent_frame():
+    ae = vae.JointTemporalAE(8, rngs=nnx.Rngs(1))
+    ae.first.latent_scale[...] = jnp.asarray(2.0)
+    ae.pair.latent_scale[...] = jnp.asarray(0.5)
+    x = jax.random.uniform(jax.random.key(1), (2, 3, 32, 32, 3))
+    raw = ae.encode_clip(x)
+    z = vae.encode_joint(ae, x)
+    np.testing.assert_allclose(z[:, 0], raw[:, 0] / 2.0, rtol=1e-6)
+    np.testing.assert_allclose(z[:, 1], raw[:, 1] / 0.5, rtol=1e-6)
+    rec = vae.decode_joint(ae, z)
+    np.testing.assert_allclose(rec, jnp.clip(ae.decode_clip(raw), 0, 1), atol=1e-5)
+    assert rec.shape == x.shape and float(rec.min()) >= 0 and float(rec.max()) <= 1
+    with pytest.raises(ValueError, match=r"z must be \[B, 2, 8, 8, 8\]"):
+        vae.decode_joint(ae, jnp.zeros((1, 3, 8, 8, 8)))
