@@ -319,6 +319,27 @@ def _check_cof_t2i(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_gp2scale(text: str, nb, workdir: pathlib.Path) -> None:
+    m = re.search(r"max \|BCSR - dense\| = ([\d.e+-]+)", text)
+    assert m and float(m.group(1)) < 1e-12, "assembly differs from the dense kernel"
+    sparse = re.search(r"sparse: L = (-?[\d.]+)", text)
+    dense = re.search(r"dense : L = (-?[\d.]+)", text)
+    assert sparse and dense
+    # one 32-probe SLQ estimate: SE ~0.5 % of log|A| (~20 here); 4 SE
+    assert abs(float(sparse.group(1)) - float(dense.group(1))) < 100
+    for name in ("sigma2", "noise"):
+        g = re.search(rf"dL/d{name}: custom VJP \[?([-\d.e+]+)\]?  dense \[?([-\d.e+]+)", text)
+        assert g and abs(float(g.group(1)) - float(g.group(2))) <= 1e-6 * abs(float(g.group(2)))
+    assert re.search(r"(\d+)/11 claims hold at smoke size", text)
+    res = results.load_results(workdir)
+    assert res["paper"] == "gp2scale" and res["variant"] == "smoke" and len(res["claims"]) == 11
+    held = {c["name"] for c in res["claims"] if c["holds"]}
+    assert {"kernels_psd", "sparse_loglik_matches_dense", "posterior_matches_dense"} <= held
+    for png in ("time_vs_n.png", "synth1d_ns_gaps.png", "camera_prediction.png"):
+        assert (workdir / png).stat().st_size > 0, png
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
@@ -326,7 +347,8 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "discrete_diffusion": _check_discrete_diffusion, "lad": _check_lad,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
                   "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
-                  "tgsf": _check_tgsf, "fpda": _check_fpda, "cof_t2i": _check_cof_t2i}
+                  "tgsf": _check_tgsf, "fpda": _check_fpda, "cof_t2i": _check_cof_t2i,
+                  "gp2scale": _check_gp2scale}
 
 
 @pytest.mark.notebook

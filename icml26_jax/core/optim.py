@@ -17,8 +17,10 @@ def promotion_safe(tx: optax.GradientTransformation) -> optax.GradientTransforma
         with jax.numpy_dtype_promotion("standard"):
             return tx.init(params)
 
-    def update_fn(updates, state, params=None):
+    def update_fn(updates, state, params=None, **extra_args):
         with jax.numpy_dtype_promotion("standard"):
-            return tx.update(updates, state, params)
+            return tx.update(updates, state, params, **extra_args)
 
+    if isinstance(tx, optax.GradientTransformationExtraArgs):  # e.g. lbfgs (value, value_fn)
+        return optax.GradientTransformationExtraArgs(init_fn, update_fn)
     return optax.GradientTransformation(init_fn, update_fn)
