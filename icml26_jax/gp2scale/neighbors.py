@@ -9,8 +9,9 @@ the length-scale upper bound (``pattern_mode="fixed"``) serves every smaller sup
 Host-side numpy/scipy (the pattern is data, like fvGP's block assembly), built once per
 support; ``Pattern`` is a NamedTuple of arrays so it can be passed to jitted functions as an
 argument. Its length ``C`` is padded to a capacity bucket (a power of two by default; four
-buckets per octave with ``"pow2_4"``) so a likelihood compiles once per bucket; padding entries sit at ``(n - 1, n - 1)`` as the last
-entries of the last row and carry data exactly 0.
+buckets per octave with ``"pow2_4"``) so a likelihood compiles once per bucket; padding
+entries sit at ``(n - 1, n - 1)`` as the last entries of the last row and carry data exactly
+0.
 """
 
 from __future__ import annotations
