@@ -77,8 +77,6 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.adam_lr = 0.05
     c.adam_probes = 8
     c.ns_ls_max = 0.05  # kernel 1 support upper bound on [0, 1] (fixed pattern)
-    c.risser_n = 1000
-    c.risser_steps = 60
 
     if variant == "smoke":
         c.num_probes = 16
@@ -97,8 +95,6 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
         c.matern_steps = 10
         c.ns_n = 400
         c.adam_steps = 10
-        c.risser_n = 300
-        c.risser_steps = 5
     return c
 
 
@@ -108,7 +104,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
                                     "digits_n", "posterior_n", "posterior_test", "slq_n",
                                     "slq_repeats", "dense_n", "am_iters", "am_probes",
                                     "am_chunk", "matern_steps", "ns_n", "adam_steps",
-                                    "adam_probes", "risser_n", "risser_steps"))
+                                    "adam_probes"))
     if c.train not in TRAIN:
         raise ValueError(f"--config.train must be one of {TRAIN}, got {c.train!r}")
     if c.pattern_mode not in PATTERN_MODES:

@@ -251,10 +251,6 @@ def support(kind: str, params) -> jax.Array:
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
-def noise(params) -> jax.Array:
-    return params.noise
-
-
 def validate_params(kind: str, params) -> None:
     """Host-side checks (concrete values): positive supports, non-negative noise."""
     import numpy as np

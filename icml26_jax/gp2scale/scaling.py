@@ -131,8 +131,3 @@ def loglog_slope(ns, ts) -> float:
     ln, lt = np.log(np.asarray(ns, float)), np.log(np.asarray(ts, float))
     return float(np.polyfit(ln, lt, 1)[0])
 
-
-def dense_bytes(n: int) -> float:
-    """Memory of one dense float64 ``n x n`` matrix."""
-    return 8.0 * n * n
-

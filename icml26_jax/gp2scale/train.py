@@ -394,9 +394,6 @@ def _adam_step(tx, loss, carry, *args):
 
 # --------------------------------------------------------------------------- (7) synth1d_ns
 
-NS_K1_NAMES = ("sigma2", "ls", "noise")
-
-
 def _k1_from(u, lo, hi):
     th = lo + (hi - lo) * jax.nn.sigmoid(u)
     return kernels.WendlandParams(th[0], th[1:2], th[2])
