@@ -77,6 +77,10 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.adam_lr = 0.05
     c.adam_probes = 8
     c.ns_ls_max = 0.05  # kernel 1 support upper bound on [0, 1] (fixed pattern)
+    # Kernel 3 (Risser) on a subset of synth1d_ns's training points (spec: N = 1000, 60 Adam
+    # steps, reported); ns_k3_steps=0 skips it.
+    c.ns_k3_n = 1000
+    c.ns_k3_steps = 60
 
     if variant == "smoke":
         c.num_probes = 16
@@ -95,6 +99,8 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
         c.matern_steps = 10
         c.ns_n = 400
         c.adam_steps = 10
+        c.ns_k3_n = 200
+        c.ns_k3_steps = 5
     return c
 
 
@@ -104,7 +110,10 @@ def validate(c: ml_collections.ConfigDict) -> None:
                                     "digits_n", "posterior_n", "posterior_test", "slq_n",
                                     "slq_repeats", "dense_n", "am_iters", "am_probes",
                                     "am_chunk", "matern_steps", "ns_n", "adam_steps",
-                                    "adam_probes"))
+                                    "adam_probes", "ns_k3_n"))
+    if int(c.ns_k3_steps) < 0:
+        raise ValueError(f"--config.ns_k3_steps must be >= 0 (0 skips kernel 3), got "
+                         f"{c.ns_k3_steps}")
     if c.train not in TRAIN:
         raise ValueError(f"--config.train must be one of {TRAIN}, got {c.train!r}")
     if c.pattern_mode not in PATTERN_MODES:

@@ -134,10 +134,11 @@ def figures(workdir: str, m: dict) -> list[str]:
     ns = m["nonstationary"]
     p = ns.get("plot")
     if p is not None:
-        fig, axes = plotting.figure(2, 1, size=(7.5, 2.4))
+        names = [k for k in ("wendland", "bump", "risser") if k in ns]
+        fig, axes = plotting.figure(len(names), 1, size=(7.5, 2.4))
         order = np.argsort(p["x_test"])
         xt = np.asarray(p["x_test"])[order]
-        for ax, name in zip(axes, ("wendland", "bump")):
+        for ax, name in zip(axes, names):
             r = ns[name]
             mu, sd = np.asarray(r["mu"])[order], np.asarray(r["sd"])[order]
             ax.plot(p["x_train"], p["y_train"], ".", ms=1, color="0.6", label="train")

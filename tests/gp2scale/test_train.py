@@ -1,13 +1,14 @@
 """gp2Scale spec §Tests 11-12 (run level): the smoke run writes every claim and claims 1-3 and
 5 hold (plus the exact grid count); a finished workdir resumes to the same numbers; float64 is
-required; clear errors for bad config values."""
+required; clear errors for bad config values; kernel 3's parameter map and static pattern."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from icml26_jax.core import results
-from icml26_jax.gp2scale import configs, report, train
+from icml26_jax.gp2scale import configs, kernels, report, train
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,8 @@ def test_needs_float64(tmp_path):
     ("ls_bounds_px", (5.0, 1.0), "--config.ls_bounds_px must be"),
     ("scaling_ns", (1000,), "--config.scaling_ns needs"),
     ("crop", (300, 200), "--config.crop must be"),
+    ("ns_k3_steps", -1, "--config.ns_k3_steps must be >= 0"),
+    ("ns_k3_n", 0, "--config.ns_k3_n"),
 ])
 def test_bad_config_values_raise(field, value, match):
     c = configs.get_config("default")
@@ -87,3 +90,31 @@ def test_npy_dataset_needs_paths():
 def test_grid_count_claim_check_is_exact():
     closed, brute = report.grid_count_check(np.array([3.3, 5.0]))
     assert closed == brute and closed > 48 * 40
+
+
+def test_risser_parameters_stay_in_bounds_and_the_static_pattern_holds_every_nonzero():
+    """Any unconstrained u maps inside kernel 3's bounds, and the pattern built at the bounds
+    (r0 and radii at their maxima) holds every non-zero of the dense kernel matrix — the
+    likelihood on it is exact for every parameter Adam can reach."""
+    c = configs.get_config("smoke")
+    lo, hi = train._risser_bounds(c)
+    assert len(lo) == sum(k for _, k in train.K3_FIELDS) and np.all(lo < hi)
+    names = [n for n, k in train.K3_FIELDS for _ in range(k)]
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 1, 300))[:, None]
+    pat = train.risser_pattern(x, hi[names.index("r0")], hi[names.index("g1_radii")])
+    have = np.zeros((300, 300), bool)
+    have[pat.rows[pat.valid()], pat.cols[pat.valid()]] = True
+    # x ~ 0 lies under no bump of either group (their balls start at 0.025): it pairs only
+    # locally, so far-apart pairs outside one common group stay structural zeros
+    assert x[0, 0] < 0.02 and have[0].sum() < 10 and not have[0, -1]
+    u0 = train._k3_init(lo, hi)
+    for u in (u0, rng.normal(0, 3, len(lo)), np.full(len(lo), 30.0)):  # 30: every bound hit
+        th = lo + (hi - lo) / (1 + np.exp(-u))
+        assert np.all((th >= lo) & (th <= hi))
+        p = train._k3_from(jnp.asarray(u), jnp.asarray(lo), jnp.asarray(hi))
+        k = np.asarray(kernels.k_dense("risser", p, jnp.asarray(x), jnp.asarray(x)))
+        assert np.all(k[~have] == 0.0) and np.all(np.diag(k) > 0)
+    init = train._k3_split(lo + (hi - lo) / (1 + np.exp(-u0)))
+    assert float(init["r0"]) == pytest.approx(0.01, rel=1e-6)
+    assert float(init["g1_radii"][0]) == pytest.approx(0.08, rel=1e-6)
