@@ -340,6 +340,28 @@ def _check_gp2scale(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_oddshap(text: str, nb, workdir: pathlib.Path) -> None:
+    for label in (r"max \|phi\(Walsh\) - phi\(enumeration\)\| = ([\d.e+-]+)",
+                  r"max \|phi\(nu_even\)\| = ([\d.e+-]+)",
+                  r"max \|phi\(nu_odd\) - phi\(nu\)\| = ([\d.e+-]+)",
+                  r"max \|OddSHAP\(singletons\) - LeverageSHAP\| = ([\d.e+-]+)"):
+        m = re.search(label, text)
+        assert m and float(m.group(1)) < 1e-8, label
+    rows = re.findall(r"m = +(\d+): MSE oddshap ([\d.e+-]+) \| kernelshap_paired ([\d.e+-]+)",
+                      text)
+    assert len(rows) == 2
+    assert float(rows[-1][1]) < 0.5 * float(rows[-1][2]), "OddSHAP does not beat KernelSHAP"
+    found = re.search(r"found by the proxy at m = 1500: (\d+)/(\d+)", text)
+    assert found and int(found.group(1)) >= 0.8 * int(found.group(2))
+    assert re.search(r"(\d+)/14 claims hold at smoke size", text)
+    res = results.load_results(workdir)
+    assert res["paper"] == "oddshap" and res["variant"] == "smoke" and len(res["claims"]) == 14
+    held = {c["name"] for c in res["claims"] if c["holds"]}
+    assert {"walsh_shapley_identity", "odd_component_sufficient", "full_budget_exact"} <= held
+    assert (workdir / "gain_vs_budget.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
@@ -348,7 +370,7 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
                   "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
                   "tgsf": _check_tgsf, "fpda": _check_fpda, "cof_t2i": _check_cof_t2i,
-                  "gp2scale": _check_gp2scale}
+                  "gp2scale": _check_gp2scale, "oddshap": _check_oddshap}
 
 
 @pytest.mark.notebook

@@ -1,0 +1,420 @@
+"""The OddSHAP experiment (spec §Experiment): identities (claims 1, 2, 4, 6) -> every game x
+budget x method, vmapped over seeds and explicands -> ablations -> claims, results.json and
+figures.
+
+Per (game, budget) the coalitions of a sampler are drawn once per seed (``Estimator.sample``,
+jitted per ``(n, budget)`` and shared by every game of that size and by the methods with the
+same sampler: OddSHAP and LeverageSHAP see identical coalitions), the game is evaluated on
+them for all explicands at once, and each method's ``fit`` runs vmapped over seeds x
+explicands. Every game's cells are cached as one stage (``checkpoint.cached``): an
+interrupted run resumes at the next game. float64 is required (the entry script and the
+tests enable it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from icml26_jax.core import checkpoint, results
+from icml26_jax.oddshap import (baselines, configs, data, estimator, fourier, games, metrics,
+                                proxy)
+
+PAPER = "oddshap"
+
+
+def _log(msg, *args):
+    logging.getLogger("absl").info("oddshap: " + msg, *args)
+
+
+def budgets_for(c, n: int) -> list[int]:
+    """The budgets of a game with ``n`` players: ``round(f 2^n)`` for n <= 16, ``k n`` for
+    n >= 30 (spec §Data), deduplicated, each in ``[2, 2^n]``."""
+    if n <= 16:
+        ms = [int(round(float(f) * 2 ** n)) for f in c.budget_fracs]
+    else:
+        ms = [int(k) * n for k in c.budget_mults]
+    return sorted({min(max(m, 2), 2 ** n) for m in ms})
+
+
+def is_high_budget(n: int, m: int, eta: float) -> bool:
+    """Spec §Claims: m >= max(0.05 2^n, eta n) for n <= 16; m >= 20 n for n >= 30. The 5 %
+    budget itself is ``round(0.05 2^n)`` (819 at n = 14, just under 819.2): it counts as high,
+    as the spec's table intends."""
+    if n <= 16:
+        return m >= max(round(0.05 * 2 ** n), eta * n)
+    return m >= 20 * n
+
+
+def _opts(c, method: str) -> dict:
+    if method == "permutation_antithetic":
+        return {}
+    kw = {"weights": str(c.weights)}
+    if method == "oddshap":
+        kw.update(eta=float(c.eta), proxy_cfg=estimator.ProxyConfig(
+            int(c.proxy_trees), int(c.proxy_depth), float(c.proxy_lr)))
+    return kw
+
+
+KERNEL_FITS = ("kernelshap_paired", "kernelshap_unpaired", "leverageshap")
+
+
+class Runner:
+    """Compiled pieces, cached across games: one sampler per (method's sampler, n, m), one
+    game evaluator per game, one ``fit`` per (method, n, m)."""
+
+    def __init__(self, c):
+        self.c = c
+        self._est: dict = {}
+        self._jit: dict = {}
+        self._lock = threading.Lock()  # cells run in threads: build each piece once
+        self._exec_lock = threading.Lock()
+        self._compiled: dict = {}
+
+    def estimator(self, method, n, m, **extra):
+        key = (method, n, m, tuple(sorted(extra.items())))
+        with self._lock:
+            return self._estimator(key, method, n, m, extra)
+
+    def _estimator(self, key, method, n, m, extra):
+        if key not in self._est:
+            kw = {**_opts(self.c, method), **extra}
+            est = (estimator.make_estimator(n, m, **kw) if method == "oddshap"
+                   else baselines.make(method, n, m, **kw))
+            self._est[key] = est
+        return self._est[key]
+
+    def _sampler_key(self, method, n, m, extra):
+        if method in ("oddshap", "leverageshap") and extra.get("paired", True):
+            return ("uniform_paired", n, m, self.c.weights)
+        return (method, n, m, tuple(sorted(extra.items())))
+
+    def _jitted(self, key, make, fast_compile: bool = True):
+        """``jax.jit(make())`` once per ``key``. ``fast_compile``: XLA's backend optimisation
+        level 0 — halves the compile time of the light programs (samplers, game evaluation,
+        the singleton regressions, permutations), whose run time is negligible; the OddSHAP
+        fit (proxy + support + KKT) keeps the default level."""
+        opts = {"xla_backend_optimization_level": 0} if fast_compile else None
+        with self._lock:
+            if key not in self._jit:
+                self._jit[key] = jax.jit(make(), compiler_options=opts)
+            return self._jit[key]
+
+    def _call(self, key, fn, *args):
+        """``fn(*args)``: compiled outside any lock (threads overlap their compilations),
+        executed under one lock (two concurrent XLA:CPU executions on the shared 2-thread
+        pool dead-locked here)."""
+        sig = (key, jax.tree.structure(args),
+               tuple((tuple(a.shape), str(a.dtype)) for a in jax.tree.leaves(args)))
+        with self._lock:
+            compiled = self._compiled.get(sig)
+        if compiled is None:
+            compiled = fn.lower(*args).compile()
+            with self._lock:
+                self._compiled[sig] = compiled
+        with self._exec_lock:
+            return jax.block_until_ready(compiled(*args))
+
+    def draws(self, method, n, m, keys, **extra):
+        est = self.estimator(method, n, m, **extra)
+        sk = ("sample",) + self._sampler_key(method, n, m, extra)
+        return self._call(sk, self._jitted(sk, lambda: jax.vmap(est.sample)), keys)
+
+    def values(self, gs, masks):
+        """``[S, E, M]``: every explicand's game on every seed's coalitions."""
+        k = ("values", gs.name)
+        fn = self._jitted(k, lambda: jax.vmap(
+            jax.vmap(lambda g, mk: g.packed(mk), in_axes=(0, None)), in_axes=(None, 0)))
+        return self._call(k, fn, gs.game, masks)
+
+    def fit(self, method, n, m, keys, draws, values, **extra):
+        est = self.estimator(method, n, m, **extra)
+        k = ("fit", method, n, m, tuple(sorted(extra.items())))
+        if method in KERNEL_FITS and not extra:  # one program for the three regressions
+            k = ("fit", "kernel_regression", n, m)
+        fn = self._jitted(k, lambda: jax.vmap(jax.vmap(est.fit, in_axes=(None, None, 0)),
+                                              in_axes=(0, 0, 0)),
+                          fast_compile=method != "oddshap" or extra.get("support") in (
+                              "singletons", "all_odd"))
+        return self._call(k, fn, keys, draws, values)
+
+    def run(self, gs, method, m, keys, **extra):
+        """One cell: ``(OddShapResult with [S, E] leading axes, draws, values, seconds)``."""
+        t0 = time.time()
+        draws = self.draws(method, gs.n, m, keys, **extra)
+        vals = self.values(gs, draws.masks)
+        res = self.fit(method, gs.n, m, keys, draws, vals, **extra)
+        res = jax.tree.map(np.asarray, res)
+        phi, redo = estimator.resolve_ill_conditioned(
+            res, lambda i: self._lstsq(gs, method, m, keys, draws, vals, i, extra))
+        return res._replace(phi=phi), draws, vals, time.time() - t0, redo
+
+    def _lstsq(self, gs, method, m, keys, draws, vals, flat, extra):
+        s, e = divmod(flat, gs.phi.shape[0])
+        x = {**extra, "solver": "lstsq"}
+        est = self.estimator(method, gs.n, m, **x)
+        k = ("lstsq", method, gs.n, m, tuple(sorted(x.items())))
+        fn = self._jitted(k, lambda: est.fit, fast_compile=False)
+        d = jax.tree.map(lambda a: a[s], draws)
+        return self._call(k, fn, keys[s], d, vals[s, e]).phi
+
+    def release(self, keep_n: int | None = None):
+        """Drops every compiled program not for ``keep_n`` players (each holds LLVM code
+        pages; a full run compiles hundreds of them, and only games of equal n share)."""
+        with self._lock:
+            if keep_n is not None and all(k[1] == keep_n for k in self._est):
+                return  # the next game has the same n: everything compiled is reused
+            self._est = {k: v for k, v in self._est.items() if k[1] == keep_n}
+            self._jit = {k: v for k, v in self._jit.items()
+                         if len(k) > 2 and k[0] != "values" and k[2] == keep_n}
+            self._compiled = {k: v for k, v in self._compiled.items()
+                              if len(k[0]) > 2 and k[0][0] != "values" and k[0][2] == keep_n}
+        jax.clear_caches()
+
+
+def seed_keys(c, game: str, m: int):
+    base = jax.random.fold_in(jax.random.key(int(c.seed)), zlib_hash(game))
+    base = jax.random.fold_in(base, int(m))
+    return jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.arange(int(c.num_seeds)))
+
+
+def zlib_hash(s: str) -> int:
+    import zlib
+
+    return zlib.crc32(s.encode()) & 0x7FFFFFFF
+
+
+# --------------------------------------------------------------------------- identities
+
+def _random_mlp_table(n: int, rng) -> np.ndarray:
+    """A random-weight MLP(16, 16) game under baseline imputation, tabulated (claims 1, 2)."""
+    w1, w2, w3 = rng.normal(0, 1, (n, 16)), rng.normal(0, 0.5, (16, 16)), rng.normal(0, 0.5, 16)
+    x, xbar = rng.normal(size=n), np.zeros(n)
+    z = fourier.index_bits(n)
+    xs = np.where(z, x, xbar)
+    h = np.tanh(np.tanh(xs @ w1) @ w2)
+    return h @ w3
+
+
+def _random_soum_table(n: int, rng) -> np.ndarray:
+    z = fourier.index_bits(n)
+    out = np.zeros(len(z))
+    for _ in range(n):
+        t = rng.choice(n, rng.integers(1, min(n, 5) + 1), replace=False)
+        out += rng.uniform(-1.5, 1.5) * np.all(z[:, t], axis=1)
+    return out
+
+
+def phase_identities(c) -> dict:
+    """Claims 1, 2, 4 and 6 on random dense, SOUM and random-MLP games, n in identity_ns."""
+    rng = np.random.default_rng([int(c.seed), 11])
+    walsh, odd_even, full, spec_jax, spec_skl = [], [], [], [], []
+    for n in c.identity_ns:
+        n = int(n)
+        for kind, table in (("dense", rng.normal(size=1 << n)),
+                            ("soum", _random_soum_table(n, rng)),
+                            ("mlp", _random_mlp_table(n, rng))):
+            tj = jnp.asarray(table)
+            phi = np.asarray(fourier.shapley_from_table(tj))
+            walsh.append(float(np.abs(phi - baselines.shapley_bruteforce(table)).max()))
+            v_odd, v_even = fourier.odd_even_split(tj)
+            odd_even.append(max(float(jnp.abs(fourier.shapley_from_table(v_even)).max()),
+                                float(np.abs(np.asarray(fourier.shapley_from_table(v_odd))
+                                             - phi).max())))
+            est = estimator.make_estimator(n, 2 ** n, support="all_odd")
+            r = jax.jit(est)(jax.random.key(n), games.table_game(tj))
+            full.append(float(np.abs(np.asarray(r.phi) - phi).max()))
+        # proxies: fitted on a quarter of the coalitions, spectrum checked on all 2^n
+        table = _random_mlp_table(n, rng)
+        z_all = fourier.index_bits(n)
+        sub = rng.random(1 << n) < 0.25
+        sub[[0, -1]] = True
+        model = proxy.fit_oblivious_gbt(jnp.asarray(z_all[sub]), jnp.asarray(table[sub]),
+                                        jnp.ones(int(sub.sum()), bool),
+                                        trees=int(c.proxy_trees), depth=int(c.proxy_depth))
+        sm, sc, sv = proxy.tree_spectrum(model, n)
+        recon = fourier.parity_f(fourier.pack(jnp.asarray(z_all)), sm) @ jnp.where(sv, sc, 0.0)
+        spec_jax.append(float(jnp.abs(recon - proxy.predict(model, jnp.asarray(z_all))).max()))
+        from sklearn.ensemble import GradientBoostingRegressor
+
+        from icml26_jax.oddshap import trees
+
+        skl = GradientBoostingRegressor(n_estimators=int(c.proxy_trees),
+                                        max_depth=int(c.proxy_depth), random_state=int(c.seed))
+        skl.fit(z_all[sub].astype(np.float64), table[sub])
+        km, kc = trees.sklearn_tree_spectrum(skl, n)
+        recon = np.asarray(fourier.parity_f(fourier.pack(jnp.asarray(z_all)), jnp.asarray(km))
+                           @ jnp.asarray(kc))
+        spec_skl.append(float(np.abs(recon - skl.predict(z_all.astype(np.float64))).max()))
+    return {"walsh_max_err": max(walsh), "odd_even_max_err": max(odd_even),
+            "full_budget_max_err": max(full), "proxy_spectrum_jax": max(spec_jax),
+            "proxy_spectrum_sklearn": max(spec_skl), "ns": list(map(int, c.identity_ns))}
+
+
+# --------------------------------------------------------------------------- games
+
+def phase_game(c, runner: Runner, gs) -> dict:
+    """Every budget x method on one game: MSE (mean, CI over seeds x explicands), precision@5,
+    Kendall tau, seconds, budget spent, support size, condition number, fallback flag; plus
+    claim 3 (singleton OddSHAP vs LeverageSHAP on identical coalitions) at one budget, the
+    efficiency gap of every regression-regime OddSHAP run, and, for SOUM games at m = 20 n,
+    the planted odd sets found (claim 7)."""
+    n = gs.n
+    out = {"n": n, "budgets": budgets_for(c, n), "cells": {}}
+    eff, identity = [], []
+    tasks = [(m, method) for m in out["budgets"] for method in c.methods]
+    # cells are independent: two threads overlap their XLA compilations (single-threaded)
+    # with each other's execution on the 2 cores
+    with concurrent.futures.ThreadPoolExecutor(max_workers=int(c.threads)) as pool:
+        done = list(pool.map(lambda t: (t, runner.run(gs, t[1], t[0],
+                                                      seed_keys(c, gs.name, t[0]))), tasks))
+    for (m, method), (res, draws, vals, secs, redo) in done:
+        keys = seed_keys(c, gs.name, m)
+        mse = metrics.mse(res.phi, gs.phi[None])  # [S, E]
+        mean, ci = metrics.mean_ci95(mse)
+        cell = {"mse": mean, "mse_ci95": ci, "mse_all": mse,
+                "precision_at_5": float(metrics.precision_at_k(res.phi, gs.phi[None]).mean()),
+                "kendall_tau": float(metrics.kendall_tau(res.phi, gs.phi[None]).mean()),
+                "seconds": secs, "budget_spent_min": int(res.budget_spent.min()),
+                "budget_spent_max": int(res.budget_spent.max()),
+                "cond_max": float(np.nanmax(res.cond)) if np.isfinite(res.cond).any()
+                else float("nan"), "lstsq_resolved": redo,
+                "fallback": bool(res.used_fallback.any())}
+        if method == "oddshap":
+            cell["support_size"] = float(res.col_mask.sum(-1).mean())
+            if not res.used_fallback.any():
+                gap = np.abs(res.phi.sum(-1) - (gs.grand - gs.empty)[None])
+                eff.append(float(gap.max()))
+            if gs.name.startswith("soum") and m == 20 * n:
+                cell["planted_recall"] = planted_recall(res, gs, n, m, float(c.eta))
+        if method == "leverageshap" and not identity and is_high_budget(n, m, c.eta):
+            single = runner.fit("oddshap", n, m, keys, draws, vals, support="singletons")
+            identity.append(float(np.abs(np.asarray(single.phi) - res.phi).max()))
+        out["cells"][f"{m}/{method}"] = cell
+        _log("%s m=%d %s: MSE %.3g ± %.2g (%.1f s)", gs.name, m, method, mean, ci, secs)
+    out["efficiency_gap"] = max(eff) if eff else float("nan")
+    out["singleton_identity"] = identity[0] if identity else float("nan")
+    return out
+
+
+def planted_recall(res, gs, n: int, m: int, eta: float) -> float:
+    """Claim 7: ``|A ∩ P| / min(|P|, k - n)`` per seed and explicand, averaged."""
+    k = int(np.ceil(m / eta))
+    vals = []
+    for e in range(gs.phi.shape[0]):
+        planted = {tuple(r) for r in np.asarray(gs.planted_odd[e]) if r.any()}
+        if not planted:
+            continue
+        for s in range(res.phi.shape[0]):
+            a = {tuple(r) for r, ok in zip(res.support[s, e], res.col_mask[s, e]) if ok}
+            vals.append(len(a & planted) / min(len(planted), k - n))
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def phase_ablation(c, runner: Runner, gs, game_out: dict) -> dict:
+    """Claims 12, 13 on one game at its high budgets: OddSHAP (its cell of ``game_out``, same
+    keys) vs unpaired sampling (same support rule) and vs random odd sets of the proxy's
+    sizes."""
+    out = {}
+    for m in budgets_for(c, gs.n):
+        if not is_high_budget(gs.n, m, c.eta) or m < c.eta * gs.n:
+            continue
+        keys = seed_keys(c, gs.name, m)
+        variants = (("unpaired", {"paired": False}), ("random_odd", {"support": "random_odd"}))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=int(c.threads)) as pool:
+            done = list(pool.map(lambda v: runner.run(gs, "oddshap", m, keys, **v[1])[0],
+                                 variants))
+        row = {name: float(metrics.mse(res.phi, gs.phi[None]).mean())
+               for (name, _), res in zip(variants, done)}
+        row["oddshap"] = float(game_out["cells"][f"{m}/oddshap"]["mse"])
+        out[str(m)] = row
+        _log("ablation %s m=%d: %s", gs.name, m, row)
+    return out
+
+
+# --------------------------------------------------------------------------- run
+
+def normalise_config(c) -> None:
+    from icml26_jax.core.flags import as_tuple
+
+    for k in ("games", "methods", "ablation_games"):
+        c[k] = as_tuple(c[k], str)
+    c.budget_fracs = as_tuple(c.budget_fracs, float)
+    for k in ("budget_mults", "identity_ns", "seeds"):
+        c[k] = as_tuple(c[k], int)
+
+
+def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
+    """Every phase -> claims, results.json and figures."""
+    from icml26_jax.core import distributed
+    from icml26_jax.oddshap import report
+
+    if not jax.config.jax_enable_x64:
+        raise ValueError("OddSHAP needs float64: enable jax_enable_x64 before run() (the entry "
+                         "script does)")
+    normalise_config(c)
+    configs.validate(c)
+    t_start = time.time()
+    os.makedirs(workdir, exist_ok=True)
+    cache = os.path.join(workdir, "games_cache")
+    keys_common = ("seed", "num_seeds", "explicands", "eta", "proxy", "proxy_depth",
+                   "proxy_trees", "proxy_lr", "weights", "train_steps", "budget_fracs",
+                   "budget_mults", "methods")
+    m, stage_s = {}, {}
+
+    def stage(name, fn, keys):
+        t0 = time.time()
+        fp = checkpoint.config_fingerprint({"stage": name, **{k: c[k] for k in keys}})
+        out = checkpoint.cached(os.path.join(workdir, "ckpt", name), fingerprint=fp,
+                                compute=fn, name=name)
+        stage_s[name] = time.time() - t0
+        return out
+
+    m["identities"] = stage("identities", lambda: phase_identities(c),
+                            ("seed", "identity_ns", "proxy_trees", "proxy_depth"))
+    runner = Runner(c)
+    sets = {}
+
+    def game_set(name):
+        if name not in sets:
+            steps = int(c.train_steps) or None
+            sets[name] = data.load_game_set(name, seed=int(c.seed), explicands=int(c.explicands),
+                                            cache_dir=cache, train_steps=steps)
+        return sets[name]
+
+    m["games"], m["ablations"] = {}, {}
+    order = list(c.games) + [g for g in c.ablation_games if g not in c.games]
+    for i, name in enumerate(order):
+        if name in c.games:
+            m["games"][name] = stage(f"game_{name}",
+                                     lambda: phase_game(c, runner, game_set(name)), keys_common)
+        if name in c.ablation_games:  # right after its game: the compiled programs are warm
+            g_out = m["games"].get(name) or phase_game(c, runner, game_set(name))
+            m["ablations"][name] = stage(
+                f"ablation_{name}", lambda: phase_ablation(c, runner, game_set(name), g_out),
+                keys_common)
+        nxt = order[i + 1] if i + 1 < len(order) else None
+        runner.release(data.NUM_PLAYERS.get(nxt))  # games of equal n share programs
+        sets.pop(name, None)
+    m["stage_s"] = stage_s
+    cl = report.claims(m, c)
+    figures = []
+    if distributed.is_primary():
+        figures = report.figures(workdir, m, c)
+    metrics_out = report.strip_arrays(m)
+    runtime = time.time() - t_start
+    path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed, config=c,
+                                 metrics=metrics_out, claims=cl, runtime_s=runtime,
+                                 figures=figures)
+    if distributed.is_primary():
+        print(results.claims_table(cl))
+    return {"paper": PAPER, "variant": c.variant, "seed": c.seed, "metrics": metrics_out,
+            "claims": [x.to_dict() for x in cl], "runtime_s": runtime, "results_path": path}

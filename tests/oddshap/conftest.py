@@ -1,0 +1,7 @@
+"""OddSHAP's regression, spectra and exact Shapley values are float64 (spec §Pitfalls): x64 is
+on for every test of this package and restored afterwards so the other papers' tests keep
+float32."""
+
+from icml26_jax.core.testing import x64_package_fixture
+
+_x64 = x64_package_fixture()
