@@ -50,8 +50,10 @@ def test_collapsed_equals_uncollapsed_and_kkt_equals_lstsq_padding_zero():
     out = {}
     for collapse in (True, False):
         for solver in ("kkt", "lstsq"):
-            out[collapse, solver] = estimator.solve_support(values, coal, plan, a, cm,
-                                                            collapse=collapse, solver=solver)[0]
+            fn = jax.jit(lambda v, co, a, cm, collapse=collapse, solver=solver:
+                         estimator.solve_support(v, co, plan, a, cm, collapse=collapse,
+                                                 solver=solver)[0])
+            out[collapse, solver] = fn(values, coal, a, cm)
     ref = np.asarray(out[True, "kkt"])
     for k, v in out.items():
         np.testing.assert_allclose(v, ref, atol=1e-9, err_msg=str(k))
