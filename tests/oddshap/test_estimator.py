@@ -217,3 +217,36 @@ def test_gram_by_table_equals_explicit_normal_equations():
     x = jnp.where(cm, fourier.parity_f(rows, sup), 0.0)
     np.testing.assert_allclose(g, (x * w[:, None]).T @ x, atol=1e-11)
     np.testing.assert_allclose(r, (x * w[:, None]).T @ y, atol=1e-11)
+
+
+def test_own_kernelshap_regression_equals_shapiq_kernelshap_on_its_coalitions():
+    """Spec test 7: our paired KernelSHAP regression, fed the coalitions and
+    sampling_adjustment_weights of shapiq's public CoalitionSampler (same seed), gives
+    shapiq's KernelSHAP values (1e-6 of max |phi|: shapiq holds the empty and grand
+    coalitions by a 1e8 penalty weight, not exactly)."""
+    shapiq = pytest.importorskip("shapiq")
+    from shapiq.approximator.sampling import CoalitionSampler
+
+    n, m = 8, 100
+    v = np.random.default_rng(0).normal(size=1 << n)
+    pow2 = 1 << np.arange(n)
+
+    def game(z):
+        return v[np.atleast_2d(np.asarray(z, bool)) @ pow2]
+
+    ks = shapiq.KernelSHAP(n, pairing_trick=True, random_state=3)
+    iv = ks.approximate(budget=m, game=game)
+    ref = np.array([iv[(i,)] for i in range(n)])
+    cs = CoalitionSampler(n, ks._init_sampling_weights(), pairing_trick=True, random_state=3)
+    cs.sample(m)
+    z = cs.coalitions_matrix.astype(bool)
+    sizes = z.sum(1)
+    inner = (sizes > 0) & (sizes < n)
+    z = np.concatenate([np.zeros((1, n), bool), np.ones((1, n), bool), z[inner]])
+    w = np.concatenate([[0.0, 0.0], sampling.kernel_weight(n, sizes[inner])
+                        * cs.sampling_adjustment_weights[inner]])
+    coal = sampling.Coalitions(fourier.pack(jnp.asarray(z)), jnp.zeros(len(z), bool),
+                               jnp.asarray(w), jnp.ones(len(z), bool))
+    phi, _ = baselines.kernel_regression(jnp.asarray(game(z)), coal, n)
+    assert cs.n_coalitions == m
+    np.testing.assert_allclose(phi, ref, atol=1e-6 * np.abs(ref).max())
