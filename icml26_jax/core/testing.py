@@ -172,20 +172,3 @@ class CompileCounter:
     def __exit__(self, *exc) -> None:
         jax.monitoring.unregister_event_duration_listener(self._listener)
         self._active = False
-
-
-def x64_package_fixture():
-    """An autouse, package-scoped pytest fixture that turns ``jax_enable_x64`` on for every
-    test of a package and restores the previous setting afterwards (the other papers keep
-    JAX's float32 default). Use in a package's ``conftest.py``: ``_x64 = x64_package_fixture()``.
-    """
-    import pytest
-
-    @pytest.fixture(autouse=True, scope="package")
-    def _x64():
-        before = jax.config.jax_enable_x64
-        jax.config.update("jax_enable_x64", True)
-        yield
-        jax.config.update("jax_enable_x64", before)
-
-    return _x64

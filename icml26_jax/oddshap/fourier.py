@@ -103,14 +103,6 @@ def spectrum(values: jax.Array) -> jax.Array:
     return fwht(values) / values.shape[-1]
 
 
-def table_masks(n: int) -> jax.Array:
-    """``uint32 [2^n, W]``: the packed coalition of every table index (``n <= 20``)."""
-    if not 0 <= n <= MAX_TABLE_PLAYERS:
-        raise ValueError(f"value tables need n <= {MAX_TABLE_PLAYERS}, got {n}")
-    idx = jnp.arange(1 << n, dtype=jnp.uint32)
-    return idx[:, None]
-
-
 def index_bits(n: int) -> np.ndarray:
     """``bool [2^n, n]`` (numpy): the coalition of every table index."""
     idx = np.arange(1 << n)

@@ -32,6 +32,7 @@ padding rows (an odd leftover unit, or fewer distinct candidates than planned) a
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple
 
@@ -189,7 +190,7 @@ def enumerate_pairs(n: int, sizes) -> np.ndarray:
     w = fourier.num_words(n)
     out = []
     for s in sizes:
-        for comb in _combinations(n, s):
+        for comb in itertools.combinations(range(n), s):
             if 2 * s == n and (n - 1) in comb:
                 continue
             mask = np.zeros(w, np.uint64)
@@ -197,12 +198,6 @@ def enumerate_pairs(n: int, sizes) -> np.ndarray:
                 mask[i // 32] |= np.uint64(1) << np.uint64(i % 32)
             out.append(mask.astype(np.uint32))
     return np.asarray(out, np.uint32).reshape(-1, w)
-
-
-def _combinations(n, s):
-    import itertools
-
-    return itertools.combinations(range(n), s)
 
 
 def _full_mask(n: int) -> np.ndarray:

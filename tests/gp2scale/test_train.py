@@ -7,19 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import x64
 from icml26_jax.core import results
-from icml26_jax.gp2scale import configs, kernels, report, train
+from icml26_jax.gp2scale import configs, kernels, nonstationary, report, train
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     wd = tmp_path_factory.mktemp("gp2scale_smoke")
-    before = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)  # module fixtures run before the package's
-    try:
+    with x64.enabled():  # module fixtures run before the package's
         return wd, train.run(configs.get_config("smoke"), str(wd))
-    finally:
-        jax.config.update("jax_enable_x64", before)
 
 
 @pytest.mark.slow
@@ -97,24 +94,24 @@ def test_risser_parameters_stay_in_bounds_and_the_static_pattern_holds_every_non
     (r0 and radii at their maxima) holds every non-zero of the dense kernel matrix — the
     likelihood on it is exact for every parameter Adam can reach."""
     c = configs.get_config("smoke")
-    lo, hi = train._risser_bounds(c)
-    assert len(lo) == sum(k for _, k in train.K3_FIELDS) and np.all(lo < hi)
-    names = [n for n, k in train.K3_FIELDS for _ in range(k)]
+    lo, hi = nonstationary._risser_bounds(c)
+    assert len(lo) == sum(k for _, k in nonstationary.K3_FIELDS) and np.all(lo < hi)
+    names = [n for n, k in nonstationary.K3_FIELDS for _ in range(k)]
     rng = np.random.default_rng(0)
     x = np.sort(rng.uniform(0, 1, 300))[:, None]
-    pat = train.risser_pattern(x, hi[names.index("r0")], hi[names.index("g1_radii")])
+    pat = nonstationary.risser_pattern(x, hi[names.index("r0")], hi[names.index("g1_radii")])
     have = np.zeros((300, 300), bool)
     have[pat.rows[pat.valid()], pat.cols[pat.valid()]] = True
     # x ~ 0 lies under no bump of either group (their balls start at 0.025): it pairs only
     # locally, so far-apart pairs outside one common group stay structural zeros
     assert x[0, 0] < 0.02 and have[0].sum() < 10 and not have[0, -1]
-    u0 = train._k3_init(lo, hi)
+    u0 = nonstationary._k3_init(lo, hi)
     for u in (u0, rng.normal(0, 3, len(lo)), np.full(len(lo), 30.0)):  # 30: every bound hit
         th = lo + (hi - lo) / (1 + np.exp(-u))
         assert np.all((th >= lo) & (th <= hi))
-        p = train._k3_from(jnp.asarray(u), jnp.asarray(lo), jnp.asarray(hi))
+        p = nonstationary._k3_from(jnp.asarray(u), jnp.asarray(lo), jnp.asarray(hi))
         k = np.asarray(kernels.k_dense("risser", p, jnp.asarray(x), jnp.asarray(x)))
         assert np.all(k[~have] == 0.0) and np.all(np.diag(k) > 0)
-    init = train._k3_split(lo + (hi - lo) / (1 + np.exp(-u0)))
+    init = nonstationary._k3_split(lo + (hi - lo) / (1 + np.exp(-u0)))
     assert float(init["r0"]) == pytest.approx(0.01, rel=1e-6)
     assert float(init["g1_radii"][0]) == pytest.approx(0.08, rel=1e-6)

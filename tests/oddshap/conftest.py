@@ -2,6 +2,6 @@
 on for every test of this package and restored afterwards so the other papers' tests keep
 float32."""
 
-from icml26_jax.core.testing import x64_package_fixture
+from tests.x64 import x64_package_fixture
 
 _x64 = x64_package_fixture()

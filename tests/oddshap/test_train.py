@@ -5,6 +5,7 @@ config values; budgets and the high-budget rule."""
 import jax
 import pytest
 
+from tests import x64
 from icml26_jax.core import results
 from icml26_jax.oddshap import configs, report, train
 
@@ -12,12 +13,8 @@ from icml26_jax.oddshap import configs, report, train
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     wd = tmp_path_factory.mktemp("oddshap_smoke")
-    before = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)  # module fixtures run before the package's
-    try:
+    with x64.enabled():  # module fixtures run before the package's
         return wd, train.run(configs.get_config("smoke"), str(wd))
-    finally:
-        jax.config.update("jax_enable_x64", before)
 
 
 @pytest.mark.slow

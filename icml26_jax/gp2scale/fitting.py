@@ -1,0 +1,59 @@
+"""Shared pieces of the gp2Scale experiment's phases: logging, config slices, the solver
+config, and the orbax-checkpointed Adam loop (camera with ``--config.train=adam``, and the
+synth1d_ns kernels)."""
+
+from __future__ import annotations
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from icml26_jax.core import checkpoint
+from icml26_jax.core.optim import promotion_safe
+from icml26_jax.gp2scale import likelihood
+
+
+def _log(msg, *args):
+    logging.getLogger("absl").info("gp2scale: " + msg, *args)
+
+
+def _fields(c, *keys) -> dict:
+    return {k: c[k] for k in keys}
+
+
+def solver_cfg(c, tol=None) -> likelihood.SolverConfig:
+    return likelihood.SolverConfig(float(tol or c.cg_tol), int(c.cg_maxiter),
+                                   int(c.lanczos_steps))
+
+
+def adam_loop(c, loss, u0, args, directory, name, steps, extra_fp=None):
+    """``steps`` Adam steps on ``loss(u, *args)`` in checkpointed chunks; returns
+    ``(u, losses)``. ``extra_fp``: further settings the run depends on (fingerprinted)."""
+    tx = promotion_safe(optax.adam(float(c.adam_lr)))
+    step = jax.jit(lambda carry, *a: _adam_step(tx, loss, carry, *a))
+    logs = {"loss": np.full((steps,), np.nan)}
+
+    def advance(carry, lg, start, k):
+        for i in range(start, start + k):
+            carry, lv = step(carry, *args)
+            lg["loss"][i] = float(lv)
+        return carry, f"loss {lg['loss'][start + k - 1]:.4f}"
+
+    fp = checkpoint.config_fingerprint({"stage": name, "steps": steps, **(extra_fp or {}),
+                                        **_fields(c, "seed", "adam_lr", "adam_probes", "ns_n",
+                                                  "ns_ls_max", "cg_tol", "crop")})
+    (u, _), logs = checkpoint.run_chunks(directory, fingerprint=fp, state=(u0, tx.init(u0)),
+                                         logs=logs, steps=steps, chunk=max(1, steps // 3),
+                                         advance=advance, name=name)
+    return u, logs["loss"]
+
+
+def _adam_step(tx, loss, carry, *args):
+    u, opt = carry
+    val, g = jax.value_and_grad(loss)(u, *args)
+    g = jax.tree.map(lambda a: jnp.where(jnp.isfinite(a), a, 0.0), g)
+    upd, opt = tx.update(g, opt, u)
+    return (optax.apply_updates(u, upd), opt), val
