@@ -82,7 +82,7 @@ def test_proxy_spectrum_reproduces_predict(make):
     assert keys == sorted(set(keys)), "sets merged and sorted"
     # the spectrum (evaluated with fourier.parity, the package's convention) = predict on
     # every coalition
-    chi = np.asarray(fourier.parity(fourier.table_masks(n), jnp.asarray(masks)))
+    chi = np.asarray(fourier.parity(fourier.pack(jnp.asarray(fourier.index_bits(n))), jnp.asarray(masks)))
     values = chi.astype(np.float64) @ coefs
     np.testing.assert_allclose(values, model.predict(z.astype(np.float64)), rtol=0, atol=TOL)
     np.testing.assert_allclose(trees.spectrum_values(masks, coefs, z), values, rtol=0, atol=TOL)
