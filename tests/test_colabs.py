@@ -362,6 +362,26 @@ def _check_oddshap(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_trace(text: str, nb, workdir: pathlib.Path) -> None:
+    m = re.search(r"constant guess: w_corr_full = ([\d.]+), w_r2 = ([-\d.e+]+)", text)
+    assert m and float(m.group(1)) >= 0.99 and float(m.group(2)) <= 1e-9, "flawed-metric demo"
+    m = re.search(r"best one-hot path: traj_corr = ([\d.]+), w_r2 = ([-\d.]+), "
+                  r"interior MAE = ([\d.]+)", text)
+    assert m and float(m.group(3)) >= 0.2
+    m = re.search(r"oracle on true latents \(complex, param\): sigma_min\(B\) = ([\d.]+), "
+                  r"traj_corr = ([\d.]+), w_r2 = ([-\d.]+)", text)
+    assert m and 0.03 < float(m.group(1)) < 0.2 and float(m.group(2)) >= 0.9
+    assert float(m.group(3)) > 0.5, "the oracle's w_r2 should be far above a one-hot path's"
+    assert re.search(r"(\d+)/15 claims hold at smoke size", text)
+    res = results.load_results(workdir)
+    assert res["paper"] == "trace" and res["variant"] == "smoke" and len(res["claims"]) == 15
+    held = {c["name"] for c in res["claims"] if c["holds"]}
+    assert {"beats_discrete_r2", "oracle_control", "constant_guess_fails_w_r2",
+            "time_permutation_control", "k_ablation_spearman"} <= held
+    assert (workdir / "alpha_trajectories.png").stat().st_size > 0
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
@@ -370,7 +390,8 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grace": _check_grace, "baguan_ts": _check_baguan_ts,
                   "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
                   "tgsf": _check_tgsf, "fpda": _check_fpda, "cof_t2i": _check_cof_t2i,
-                  "gp2scale": _check_gp2scale, "oddshap": _check_oddshap}
+                  "gp2scale": _check_gp2scale, "oddshap": _check_oddshap,
+                  "trace": _check_trace}
 
 
 @pytest.mark.notebook
