@@ -20,6 +20,7 @@ ensembles from ``np.random.default_rng((seed, 100 + variant, draw))`` (spec §Da
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -94,12 +95,12 @@ def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: dat
         upd, opt = tx.update(g, opt, p)
         return (optax.apply_updates(p, upd), opt), loss
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=0)
     def chunk(carry, start):
         n = int(c.eval_every)
         return jax.lax.scan(one, carry, start + jnp.arange(n))
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=0)
     def tail(carry, start):  # the last, shorter chunk (steps not a multiple of eval_every)
         return jax.lax.scan(one, carry, start + jnp.arange(steps % int(c.eval_every)))
 
@@ -147,29 +148,36 @@ def bases(pure: data.PureData, z_pure: np.ndarray, active) -> dict:
             "x": infer.centroid_basis(last(pure.x), pure.c, active)}
 
 
-def estimate(c, enc: Encoded, basis: dict, loglik, T: int) -> dict:
-    """Every method's ``alpha_hat [T, K_a]`` on one ensemble."""
+def estimate(c, enc: Encoded, basis: dict, loglik, T: int, methods=METHODS) -> dict:
+    """``alpha_hat [T, K_a]`` of each of ``methods`` (TRACE, its variants, the baselines on the
+    same encoder and experts, the oracle and raw-x controls) on one ensemble."""
     zbar = enc.zbar("z")
+    out = {}
     raw = infer.solve_alpha(zbar, basis["z"], c.projection)
-    pooled, per_sample = loglik(enc.z)
-    hard = baselines.hard_switch(pooled, c.p_stay)
-    out = {
-        "trace": infer.smooth(raw, c.window),
-        "trace_euclid": infer.smooth(infer.solve_alpha(zbar, basis["z"], "euclid"), c.window),
-        "trace_unsmoothed": raw,
-        "trace_penalized": infer.penalized_ls(zbar, basis["z"], infer.lambda_of(c.lam_c, T),
-                                              c.ls_steps),
-        "hard_switch": hard,
-        "soft_hmm": baselines.soft_hmm(pooled, c.p_stay),
-        "soft_routing": baselines.soft_routing(per_sample),
-        "nearest_centroid": baselines.nearest_centroid(zbar, basis["z"]),
-        "hard_ma": infer.smooth(hard, c.window),
-        "oracle": infer.smooth(infer.solve_alpha(enc.zbar("y"), basis["y"], c.projection),
-                               c.window),
-        "raw_x": infer.smooth(infer.solve_alpha(enc.zbar("x"), basis["x"], c.projection),
-                              c.window),
-    }
-    return out
+    out["trace"] = infer.smooth(raw, c.window)
+    if "trace_euclid" in methods:
+        out["trace_euclid"] = infer.smooth(infer.solve_alpha(zbar, basis["z"], "euclid"),
+                                           c.window)
+    if "trace_unsmoothed" in methods:
+        out["trace_unsmoothed"] = raw
+    if "trace_penalized" in methods:
+        out["trace_penalized"] = infer.penalized_ls(zbar, basis["z"],
+                                                    infer.lambda_of(c.lam_c, T), c.ls_steps)
+    if {"hard_switch", "soft_hmm", "soft_routing", "hard_ma"} & set(methods):
+        pooled, per_sample = loglik(enc.z)
+        hard = baselines.hard_switch(pooled, c.p_stay)
+        out["hard_switch"] = hard
+        out["soft_hmm"] = baselines.soft_hmm(pooled, c.p_stay)
+        out["soft_routing"] = baselines.soft_routing(per_sample)
+        out["hard_ma"] = infer.smooth(hard, c.window)
+    if "nearest_centroid" in methods:
+        out["nearest_centroid"] = baselines.nearest_centroid(zbar, basis["z"])
+    out["oracle"] = infer.smooth(infer.solve_alpha(enc.zbar("y"), basis["y"], c.projection),
+                                 c.window)
+    if "raw_x" in methods:
+        out["raw_x"] = infer.smooth(infer.solve_alpha(enc.zbar("x"), basis["x"], c.projection),
+                                    c.window)
+    return {k: v for k, v in out.items() if k in methods}
 
 
 def score(alpha_hat: np.ndarray, alpha: np.ndarray, mp: data.MechParams, active) -> dict:
@@ -186,7 +194,7 @@ def _loglik_fn(graphdef, params, active):
 
 
 def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
-             with_model=True) -> dict:
+             with_model=True, methods=METHODS) -> dict:
     """Per family x mode: the mean over draws of every method's scores, the trajectories of
     the first draw, and the permutation control. ``with_model=False`` evaluates only the
     estimator on true latents and raw observations (no encoder)."""
@@ -212,7 +220,7 @@ def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
                 if with_model:
                     z = np.asarray(encode(params, jnp.asarray(x, jnp.float32)))
                     enc = Encoded(x, y, z)
-                    est = estimate(c, enc, basis, loglik, T)
+                    est = estimate(c, enc, basis, loglik, T, methods)
                 else:
                     enc = Encoded(x, y, None)
                     est = {"oracle": infer.smooth(infer.solve_alpha(
@@ -295,7 +303,7 @@ def part_k_ablation(c, workdir: str, key) -> dict:
     for ka in c.abl_k_actives:
         active = _active_set(pure, k, int(ka))
         ev = evaluate(c, mp, pure, graphdef, params, active, ("complex",), ("param",),
-                      int(c.abl_draws), with_model=learned)
+                      int(c.abl_draws), with_model=learned, methods=("trace", "oracle"))
         meths = ev["complex/param"]["methods"]
         lead = "trace" if learned else "oracle"
         rows.append({"k_active": int(ka), "active": active, "corr": meths[lead]["corr"],
