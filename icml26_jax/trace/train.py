@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -129,11 +130,13 @@ def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: dat
 # ----------------------------------------------------------------------------- evaluation
 
 
-class Encoded:
-    """What the estimators need of one ensemble: ``z`` (encoder means), ``y``, ``x``."""
+class Encoded(NamedTuple):
+    """What the estimators need of one ensemble ``[T, B, 3, d]``: observations ``x``, true
+    latents ``y`` and encoder means ``z`` (None without a model)."""
 
-    def __init__(self, x, y, z):
-        self.x, self.y, self.z = x, y, z
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray | None
 
     def zbar(self, space: str) -> np.ndarray:
         """Ensemble mean of the last step, ``[T, d]`` float64."""
@@ -188,11 +191,6 @@ def score(alpha_hat: np.ndarray, alpha: np.ndarray, mp: data.MechParams, active)
             "interior_mae": metrics.interior_mae(alpha_hat, alpha)}
 
 
-def _loglik_fn(graphdef, params, active):
-    """``z [T, B, 3, d] -> (pooled [T, K_a], per_sample [T, K_a, B])`` (jitted once)."""
-    return lambda z: baselines.pooled_loglik(graphdef, params, z, active)
-
-
 def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
              with_model=True, methods=METHODS) -> dict:
     """Per family x mode: the mean over draws of every method's scores, the trajectories of
@@ -203,7 +201,8 @@ def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
     if with_model:
         z_pure = np.asarray(encode(params, jnp.asarray(pure.x, jnp.float32)))
         basis = bases(pure, z_pure, active)
-        loglik = _loglik_fn(graphdef, params, tuple(int(a) for a in active))
+        experts = tuple(int(a) for a in active)
+        loglik = lambda z: baselines.pooled_loglik(graphdef, params, z, experts)
     else:
         basis = bases(pure, np.asarray(pure.y), active)
     out = {"sigma_min": {s: infer.sigma_min(b) for s, b in basis.items()}}
