@@ -25,30 +25,30 @@ def _zs(key, lead):
 
 
 def test_jvp_logdet_equals_the_diagonal_of_the_full_jacobian(prior):
-    z_hist, z_t = _zs(jax.random.key(1), (K, 5))
+    z_hist, z_t = _zs(jax.random.key(1), (K, 2))
     eps, logdet = prior.routed(z_hist, z_t)
-    jac = jax.jacfwd(lambda zt: prior.routed(z_hist, zt)[0])(z_t)  # [K, m, d, K, m, d]
+    jac = np.asarray(jax.jacfwd(lambda zt: prior.routed(z_hist, zt)[0])(z_t))  # [K,m,d,K,m,d]
     for k in range(K):
-        for j in range(5):
-            diag = jnp.diagonal(jac[k, j, :, k, j, :])
+        for j in range(2):
             np.testing.assert_allclose(np.asarray(logdet[k, j]),
-                                       np.log(np.abs(np.asarray(diag))), rtol=1e-5, atol=1e-6)
+                                       np.log(np.abs(np.diagonal(jac[k, j, :, k, j, :]))),
+                                       rtol=1e-5, atol=1e-6)
 
 
 def test_each_flow_sees_only_its_own_coordinate_of_z_t(prior):
     """d eps_{k,i} / d z_{t,j} = 0 for j != i (the Jacobian is diagonal, so the log-det is
     the sum of its diagonal's logs), and every diagonal entry is non-zero."""
-    z_hist, z_t = _zs(jax.random.key(2), (K, 4))
+    z_hist, z_t = _zs(jax.random.key(2), (K, 3))
     jac = np.array(jax.jacfwd(lambda zt: prior.routed(z_hist, zt)[0])(z_t))
     for k in range(K):
-        for j in range(4):
+        for j in range(3):
             block = jac[k, j, :, k, j, :]
             off = block - np.diag(np.diag(block))
             assert np.all(off == 0.0)
             assert np.all(np.diag(block) != 0.0)
     # and no cross-sample or cross-expert coupling
-    jac[np.arange(K)[:, None], np.arange(4)[None, :], :, np.arange(K)[:, None],
-        np.arange(4)[None, :], :] = 0.0
+    jac[np.arange(K)[:, None], np.arange(3)[None, :], :, np.arange(K)[:, None],
+        np.arange(3)[None, :], :] = 0.0
     assert np.all(jac == 0.0)
 
 
@@ -128,8 +128,8 @@ def test_loss_is_finite_decreases_and_is_deterministic():
     p1, l1 = _train(graphdef, params, x, m, 200)
     assert np.all(np.isfinite(l1))
     assert l1[-20:].mean() < 0.5 * l1[:20].mean()
-    _, l2 = _train(graphdef, params, x, m, 200)
-    np.testing.assert_array_equal(l1, l2)
+    _, l2 = _train(graphdef, params, x, m, 20)  # same seed, same numbers
+    np.testing.assert_array_equal(l1[:20], l2)
 
 
 def test_loss_rejects_a_wrong_number_of_steps():

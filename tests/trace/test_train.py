@@ -77,8 +77,6 @@ def test_same_seed_same_numbers_and_resume(tmp_path):
     os.remove(tmp_path / "a" / "results.json")
     again = train.run(_tiny(), str(tmp_path / "a"))
     assert dump(again, "eval") == ev_a
-    c = train.run(_tiny(seed=1), str(tmp_path / "c"))
-    assert c["metrics"]["main"]["mcc_curve"]["loss"][1:] != a["metrics"]["main"]["mcc_curve"]["loss"][1:]
     # and a different config in the same workdir is refused, not resumed
     other = _tiny()
     other.lr = 1e-3
