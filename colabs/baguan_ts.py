@@ -72,6 +72,9 @@ from icml26_jax.core.results import claims_table
 
 SMOKE = os.environ.get("ICML26_SMOKE") == "1"
 WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="baguan_ts_")
+if SMOKE:
+    # At smoke size XLA's optimisation passes cost far more than the programs' run time.
+    jax.config.update("jax_disable_most_optimizations", True)
 
 # %% [markdown]
 # ## 1. Retrieval (RBfcst, "Y-space" local calibration)
@@ -129,7 +132,7 @@ print("max |f(-y) + f(y)| (mean, quantiles):", float(np.max(np.abs(m_neg + m_pos
 # %%
 c = configs.get_config("smoke")
 if SMOKE:
-    c.train.trunk_steps = 60
+    c.train.trunk_steps = 30
     c.n_synthetic = 3
 res = train.run(c, WORKDIR)
 print(claims_table(res["claims"]))

@@ -77,6 +77,9 @@ from icml26_jax.lm import hmm as hmm_lib
 
 SMOKE = os.environ.get("ICML26_SMOKE") == "1"
 WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="discrete_diffusion_")
+if SMOKE:
+    # At smoke size XLA's optimisation passes cost far more than the programs' run time.
+    jax.config.update("jax_disable_most_optimizations", True)
 
 # %% [markdown]
 # ## 1. The HMM language
@@ -98,12 +101,13 @@ print(f"oracle Gen-PPL of data samples: {metrics.oracle_gen_ppl(lang, x):.3f} "
 # ## 2. The objectives
 # MDLM's NELBO weighs the masked-token cross-entropy by 1/t; the low-variance objective uses
 # weight 1 (training only: validation always reports the NELBO). On one model and batch, the
-# gradient over 64 draws of (t, mask) is far less noisy with weight 1.
+# gradient over 64 draws (32 with ICML26_SMOKE=1) of (t, mask) is far less noisy with weight 1.
 
 # %%
 g, p = model_lib.init("XS", "mdlm", 64, 0)
 xb = jnp.asarray(data.train_batch(lang, 0, 0, 32))
-snr = {lv: train.gradient_snr(g, p, xb, 64, low_var=lv) for lv in (True, False)}
+snr = {lv: train.gradient_snr(g, p, xb, 64, low_var=lv, draws=32 if SMOKE else 64)
+       for lv in (True, False)}
 print(f"gradient SNR: low-var {snr[True]:.4f}, NELBO {snr[False]:.4f}, "
       f"ratio {snr[True] / snr[False]:.2f}")
 key, t = jax.random.key(0), jnp.full((32,), 0.5)
@@ -134,13 +138,13 @@ for size in (("XS", "XL") if SMOKE else model_lib.SIZES):
 # stratified t, then each family's best model sampled at several T (NFE = T + 1 for MDLM and
 # Duo, T for Eso-LM, 64 for AR) and scored by the HMM. `python experiments/discrete_diffusion.py`
 # runs the default (24 runs, ~12 min on 2 CPU cores); here the smoke variant (XS only, 100
-# steps; fewer with ICML26_SMOKE=1).
+# steps; 20 with ICML26_SMOKE=1).
 
 # %%
 c = configs.get_config("smoke")
 if SMOKE:
     c.families = ("ar", "mdlm", "mdlm_lowvar", "duo")
-    c.steps, c.chunk = 40, 20
+    c.steps, c.chunk = 20, 20
     c.num_samples, c.val_size, c.val_times = 8, 32, 2
 res = train.run(c, WORKDIR)
 print(report.tables(res["metrics"]))

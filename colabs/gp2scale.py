@@ -97,11 +97,12 @@ for kind in kernels.KINDS:
 
 # %% [markdown]
 # ## 2. Pattern and sparse covariance
-# synth2d at N = 4000 with the scaling benchmark's support (about 30 non-zeros per row):
-# Morton order, the pairs within the support (cell list), the BCSR matrix.
+# synth2d at N = 4000 (2000 under `ICML26_SMOKE`) with the scaling benchmark's support (about
+# 30 non-zeros per row): Morton order, the pairs within the support (cell list), the BCSR
+# matrix.
 
 # %%
-n = 4000
+n = 2000 if SMOKE else 4000
 xs, ys = data.synth2d(n, 0)
 perm = neighbors.morton_order(xs)
 xs, ys = xs[perm], ys[perm]
@@ -143,10 +144,10 @@ xm, ym = jnp.asarray(xs[:: n // m][:m]), jnp.asarray(ys[:: n // m][:m])
 pm = p._replace(ls=jnp.asarray([0.2, 0.15]))
 patm = neighbors.build_pattern(np.asarray(xm), [0.2, 0.15])
 exact_probes = jnp.sqrt(float(m)) * jnp.eye(m)
-g_sparse = jax.grad(lambda q: likelihood.log_marglik(
-    "wendland", q, xm, ym, patm, exact_probes, likelihood.SolverConfig(tol=1e-12))[0])(pm)
-g_dense = jax.grad(lambda q: likelihood.dense_loglik(
-    kernels.k_dense("wendland", q, xm, xm) + q.noise * jnp.eye(m), ym))(pm)
+g_sparse = jax.jit(jax.grad(lambda q: likelihood.log_marglik(
+    "wendland", q, xm, ym, patm, exact_probes, likelihood.SolverConfig(tol=1e-12))[0]))(pm)
+g_dense = jax.jit(jax.grad(lambda q: likelihood.dense_loglik(
+    kernels.k_dense("wendland", q, xm, xm) + q.noise * jnp.eye(m), ym)))(pm)
 for name in ("sigma2", "ls", "noise"):
     print(f"dL/d{name}: custom VJP {np.asarray(getattr(g_sparse, name))}  dense "
           f"{np.asarray(getattr(g_dense, name))}")
@@ -158,6 +159,11 @@ for name in ("sigma2", "ls", "noise"):
 
 # %%
 cfg = configs.get_config("smoke" if SMOKE else "default")
+if SMOKE:
+    # A lighter walk-through than the smoke run (which tests/gp2scale runs and checks): kernel
+    # validity in 2-D only, a 6-step chain, 5 Adam steps, no kernel 3.
+    cfg.validity_n, cfg.validity_dims, cfg.am_iters, cfg.am_chunk = 400, (2,), 6, 6
+    cfg.adam_steps, cfg.ns_k3_steps = 5, 0
 res = train.run(cfg, WORKDIR)
 held = sum(c["holds"] for c in res["claims"])
 print(f"{held}/{len(res['claims'])} claims hold at {cfg.variant} size")

@@ -71,6 +71,9 @@ from icml26_jax.safe_flow_rl.model import ConditionalRealNVP
 
 SMOKE = os.environ.get("ICML26_SMOKE") == "1"
 WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="safe_flow_rl_")
+if SMOKE:
+    # At smoke size XLA's optimisation passes cost far more than the programs' run time.
+    jax.config.update("jax_disable_most_optimizations", True)
 
 # %% [markdown]
 # ## 1. The task and its analytic feasible set
