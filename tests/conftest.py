@@ -6,6 +6,11 @@ the CPU device count cannot change after that. The compilation cache lives in a 
 temporary directory (removed at exit, so runs never share it): programs compiled again after
 ``jax.clear_caches`` below, by the notebook kernels or by the other ``pytest -n`` worker (they
 inherit ``JAX_COMPILATION_CACHE_DIR``) are read back instead of recompiled.
+
+BLAS runs one thread per process: the suite runs on two ``pytest -n`` workers over two cores,
+and OpenBLAS's spinning threads oversubscribed them (two processes each calling eigvalsh on a
+400 x 400 matrix ran 6x slower with the default thread count than with one). Subprocesses and
+notebook kernels inherit the setting through the environment.
 """
 
 import atexit
@@ -14,12 +19,18 @@ import shutil
 import tempfile
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _CACHE = tempfile.mkdtemp(prefix="icml26_jax_test_cache_")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 import jax  # noqa: E402
+import threadpoolctl  # noqa: E402
+
+# A plugin may have loaded numpy's BLAS before the variables above were set.
+threadpoolctl.threadpool_limits(int(os.environ["OPENBLAS_NUM_THREADS"]))
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
