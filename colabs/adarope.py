@@ -78,6 +78,9 @@ from icml26_jax.core.results import claims_table, format_table
 
 SMOKE = os.environ.get("ICML26_SMOKE") == "1"
 WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="adarope_")
+if SMOKE:
+    # At smoke size XLA's optimisation passes cost far more than the programs' run time.
+    jax.config.update("jax_disable_most_optimizations", True)
 print(f"jax {jax.__version__}, {jax.device_count()} {jax.devices()[0].platform} devices")
 
 # %% [markdown]
@@ -168,8 +171,8 @@ for T in (c.train_len, 2 * c.train_len):
 # %%
 c = configs.get_config("smoke")
 if SMOKE:  # the notebook test: fewer steps, smaller evaluation sets
-    c.steps, c.eval_size, c.eval_batch = 100, 64, 64
-    c.extension.steps, c.extension.chunk = 10, 10
+    c.steps, c.chunk, c.eval_size, c.eval_batch = 40, 40, 32, 32
+    c.extension.steps, c.extension.chunk = 5, 5
 out = train.run(c, WORKDIR)
 print(claims_table(out["claims"]))
 m = out["metrics"]

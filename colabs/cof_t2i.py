@@ -116,12 +116,15 @@ print("refinement AUC (flat vs refined):", round(train.auc(np.array(rs["flat"]),
 #
 # `cof` learns (F1, F2, F3); `single` learns F3 alone (same width, optimiser, data stream and
 # CFG rule); the default config adds `single_3x` (three times the steps, about `cof`'s
-# FLOPs) and `repeat` (F3, F3, F3). With `ICML26_SMOKE=1` this is the smoke config (d=32, 40
-# steps: the numbers mean nothing); the default config takes about 15 minutes on 2 CPU
-# cores.
+# FLOPs) and `repeat` (F3, F3, F3). With `ICML26_SMOKE=1` this is the smoke config (d=32),
+# cut further to 8 steps for the notebook test: the numbers mean nothing; the default config
+# takes about 15 minutes on 2 CPU cores.
 
 # %%
 config = configs.get_config("smoke" if SMOKE else "default")
+if SMOKE:  # the notebook test: still every stage, arm, claim and figure, on less work
+    jax.config.update("jax_disable_most_optimizations", True)  # compiling dominates here
+    config.update(pool=64, ae_steps=10, steps=8, chunk=8, sample_steps=2, renders_per_prompt=2)
 res = train.run(config, WORKDIR)
 held = sum(c["holds"] for c in res["claims"])
 print(f"{held}/{len(res['claims'])} claims hold at {config.variant} size "

@@ -76,6 +76,9 @@ from icml26_jax.grad_smoothing import configs, train, transform
 
 SMOKE = os.environ.get("ICML26_SMOKE") == "1"
 WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="grad_smoothing_")
+if SMOKE:
+    # At smoke size XLA's optimisation passes cost far more than the programs' run time.
+    jax.config.update("jax_disable_most_optimizations", True)
 
 # %% [markdown]
 # ## 1. The depth operator

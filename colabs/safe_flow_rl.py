@@ -105,9 +105,10 @@ print(f"start (x, y, v) = ({float(st.x):.2f}, {float(st.y):.2f}, {float(st.v):.2
 # %%
 cfg = configs.get_config("smoke")
 if SMOKE:  # the notebook test: fewer steps still exercise every stage (claims 1, 11, 12 hold)
-    cfg.critic_steps, cfg.flow_steps, cfg.refiner_steps, cfg.actor_steps = 300, 200, 100, 100
-    cfg.chunk, cfg.eval_episodes, cfg.val_episodes = 100, 10, 10
+    cfg.critic_steps, cfg.flow_steps, cfg.refiner_steps, cfg.actor_steps = 40, 40, 20, 20
+    cfg.chunk, cfg.eval_episodes, cfg.val_episodes = 40, 4, 4
     cfg.select_margins_sd = (0.0, 0.3)
+    cfg.eps_sweep = (0.5, float("inf"))  # ours (latent_budget) and the unbounded refiner
 ds, info = data.load_or_make_dataset(params, cfg.dataset_size, cfg.seed, WORKDIR)
 summ = data.dataset_summary(ds)
 print(f"{len(ds['rewards'])} transitions, {summ['num_episodes']} episodes; violating: "

@@ -145,14 +145,14 @@ print(f"second difference of projected positions: {np.asarray(second).ravel().ro
 # appears and disappears). E2 fits S1 from a monocular video with photometric-only,
 # coupled (lifted 3D scene flow) and decoupled (TGs-Flow) supervision. Every arm and seed of
 # an experiment trains in one vmapped, jitted program. With `ICML26_SMOKE=1` this runs the
-# smoke config (16 x 16, 150 steps, all three experiments) with a 5-step feed-forward run
-# (`tests/tgsf` runs the smoke config's 20 steps); the default config takes about 4 minutes
-# on 2 CPU cores.
+# smoke config (16 x 16, all three experiments) with 50 per-scene steps instead of 150 and a
+# 5-step feed-forward run; the default config takes about 4 minutes on 2 CPU cores.
 
 # %%
 config = configs.get_config("smoke" if SMOKE else "default")
 if SMOKE:
     config.ff_steps = 5
+    config.steps = config.chunk = 50  # one compiled chunk per fit (the smoke config: 150)
 res = train.run(config, WORKDIR)
 print(f"results: {res['results_path']}")
 

@@ -28,29 +28,31 @@ def _tiny(**kw):
     return c
 
 
-def _one_chunk(c, arms, seeds):
+def _one_chunk(c, arms, seeds, prog=None):
     cfgs = [train.rope_config(c, a) for a in arms]
     g, p, r = train.build(c, cfgs, seeds)
     opt = optim.make_optimizer(train.dict_config(c.opt, steps=c.steps))
     o = jax.vmap(opt.init)(p)
     index = np.arange(len(arms)) * 0
     batches = train._pretrain_batches(c, [seeds[0]], index)(0, c.chunk)
-    prog = train._train_program(g, opt, tie_layers=False)
+    # One jitted program for every call (compiled once per number of models): the arms share
+    # one graph definition and optimiser.
+    prog = prog or train._train_program(g, opt, tie_layers=False)
     p, o, loss, _ = prog(p, r, o, batches)
-    return p, np.asarray(loss)
+    return p, np.asarray(loss), prog
 
 
 def test_vmapped_arms_equal_one_by_one():
     c = _tiny()
     arms = ["rope", "adarope", "nope"]
-    p_all, loss_all = _one_chunk(c, arms, [0] * 3)
+    p_all, loss_all, prog = _one_chunk(c, arms, [0] * 3)
     for i, arm in enumerate(arms[:2]):
-        p_one, loss_one = _one_chunk(c, [arm], [0])
+        p_one, loss_one, _ = _one_chunk(c, [arm], [0], prog)
         testing.tree_allclose(jax.tree.map(lambda x: x[i:i + 1], p_all), p_one, atol=1e-6,
                               rtol=1e-5)
         np.testing.assert_allclose(loss_all[i], loss_one[0], rtol=1e-6)
     # Same seed -> same numbers; the arms differ only in their encodings.
-    p2, loss2 = _one_chunk(c, arms, [0] * 3)
+    p2, loss2, _ = _one_chunk(c, arms, [0] * 3, prog)
     testing.tree_allclose(p_all, p2, atol=0, rtol=0)
     assert not np.allclose(loss_all[0], loss_all[2])
 

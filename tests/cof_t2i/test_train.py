@@ -62,7 +62,7 @@ def test_same_seed_same_training_and_samples(tmp_path):
     import jax
 
     c = configs.get_config("smoke")
-    c.update(steps=3, chunk=3, batch=8, eval_batch=8, sample_steps=2)
+    c.update(steps=3, chunk=3, batch=8, eval_batch=8, sample_steps=2, d_model=16, depth=1)
     pool = train.make_pool(16, 0)
     latents = jax.numpy.asarray(np.random.default_rng(0).normal(size=(16, 3, 8, 8, 8)),
                                 jax.numpy.float32)
@@ -187,7 +187,7 @@ def test_cfg_auto_selects_on_validation_prompts_only(monkeypatch):
     from icml26_jax.cof_t2i import vae
 
     c = configs.get_config("smoke")
-    c.update(sample_steps=1, eval_batch=8)
+    c.update(sample_steps=1, eval_batch=6, d_model=16, depth=1)  # 6 val rows: one batch
     graphdef, params = nnx.split(train.make_model(c, 1, 0))
     ae = vae.FrameAE(8, rngs=nnx.Rngs(0))
     val = train.val_metadata(1, train.test_metadata(2))
@@ -212,8 +212,8 @@ def test_joint_encoder_arm_trains_on_two_latent_frames_and_decodes_three(tmp_pat
     import jax
 
     c = configs.get_config("smoke")
-    c.update(ae_steps=2, ae_width=8, steps=2, chunk=2, batch=4, eval_batch=8, sample_steps=1,
-             prompts_per_tag=1, arms=("cof_joint_enc",))
+    c.update(ae_steps=2, ae_width=8, steps=2, chunk=2, batch=4, eval_batch=6, sample_steps=1,
+             prompts_per_tag=1, arms=("cof_joint_enc",), d_model=16, depth=1)
     pool = train.make_pool(8, 0)
     jae, mse = train.train_joint_ae(c, pool["frames"], str(tmp_path))
     assert np.isfinite(mse) and np.all(np.asarray(jae.scales()) > 0)

@@ -10,6 +10,11 @@ import pytest
 from scipy import stats
 
 from icml26_jax.discrete_diffusion import model, samplers
+from tests.compile_passes import module_fixture
+
+
+# Tiny models run for a few steps: compiled with few XLA passes (tests/compile_passes.py).
+_few_passes = module_fixture()
 
 K, L, N = 6, 8, 4096
 P = np.random.default_rng(3).dirichlet(np.ones(K), size=L).astype(np.float32)  # [L, K]

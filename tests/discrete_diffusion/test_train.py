@@ -15,6 +15,11 @@ from icml26_jax.core import results
 from icml26_jax.discrete_diffusion import analysis, configs, data, losses, train
 from icml26_jax.discrete_diffusion import model as model_lib
 from icml26_jax.lm import hmm as hmm_lib
+from tests.compile_passes import module_fixture
+
+
+# Tiny models run for a few steps: compiled with few XLA passes (tests/compile_passes.py).
+_few_passes = module_fixture()
 
 
 def test_language_is_a_constant_with_the_spec_structure():

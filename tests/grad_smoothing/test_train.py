@@ -9,6 +9,11 @@ import pytest
 from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import configs, train
 from icml26_jax.lm import train as lm_train
+from tests.compile_passes import module_fixture
+
+
+# Tiny models run for a few steps: compiled with few XLA passes (tests/compile_passes.py).
+_few_passes = module_fixture()
 
 
 def _tiny(**kw):

@@ -6,6 +6,7 @@ import jax
 import pytest
 
 from tests import x64
+from tests.compile_passes import few_passes
 from icml26_jax.core import results
 from icml26_jax.oddshap import configs, report, train
 
@@ -13,7 +14,7 @@ from icml26_jax.oddshap import configs, report, train
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     wd = tmp_path_factory.mktemp("oddshap_smoke")
-    with x64.enabled():  # module fixtures run before the package's
+    with x64.enabled(), few_passes():  # module fixtures run before the package's
         return wd, train.run(configs.get_config("smoke"), str(wd))
 
 

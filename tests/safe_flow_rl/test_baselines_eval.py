@@ -108,13 +108,18 @@ def test_rollout_matches_a_hand_loop_over_env_step():
         return jnp.stack([p * jnp.tanh(obs[:, 2] - 1.0), jnp.sin(obs[:, 0])], -1)
 
     out = evaluate.rollout(act, 0.7, jax.random.key(1), starts, params)
+
+    @jax.jit  # one env.step per call (jitted only to skip ~1800 eager dispatches)
+    def hand_step(st):
+        obs = envs.observation(st, params)
+        a = act(0.7, None, obs[None])[0]
+        return envs.step(None, st, a, params)[1:5]
+
     for e in range(6):
         st = jax.tree.map(lambda x: x[e], starts)
         ret = cost = 0.0
         for t in range(params.horizon):
-            obs = envs.observation(st, params)
-            a = act(0.7, None, obs[None])[0]
-            _, st, r, h, done, _ = envs.step(None, st, a, params)
+            st, r, h, done = hand_step(st)
             ret += float(r)
             cost += float(h > 0)
             if bool(done):
@@ -157,11 +162,11 @@ def test_refined_policy_deterministic_mode_uses_z0_zero_and_the_selection_rule()
     from icml26_jax.safe_flow_rl import critics
     cg, cp = critics.make_critics(3, 2, (8,), jax.random.key(2))
     obs = jax.random.normal(jax.random.key(3), (5, 3))
-    a = policies.refined_policy(fg, rg, cg, 16, deterministic=True)(
+    a = jax.jit(policies.refined_policy(fg, rg, cg, 16, deterministic=True))(
         (rp, fp, cp, 0.5, 0.0), jax.random.key(4), obs)
     # zero-init heads: the refinement is the identity, so the action is f(0; s)
     np.testing.assert_allclose(a, flow(jnp.zeros((5, 2)), obs), atol=1e-6)
-    act = policies.refined_policy(fg, rg, cg, 16)
+    act = jax.jit(policies.refined_policy(fg, rg, cg, 16))  # as evaluation runs it
     a1 = act((rp, fp, cp, 0.5, 0.0), jax.random.key(4), obs)
     # by hand: identity refinement, decode, critics, the selection rule
     z0 = jax.random.normal(jax.random.key(4), (5, 16, 2), jnp.float32)

@@ -17,10 +17,18 @@ def small():
     return c, stages.device_data(ds)
 
 
-def test_killed_and_resumed_critic_stage_equals_uninterrupted(small, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def critics_whole(small, tmp_path_factory):
+    """One uninterrupted critic stage (key 1), shared by the resume and flow/refiner tests."""
+    c, d = small
+    return stages.critic_stage(c, d, jax.random.key(1), str(tmp_path_factory.mktemp("a")), 7)
+
+
+def test_killed_and_resumed_critic_stage_equals_uninterrupted(small, critics_whole, tmp_path,
+                                                              monkeypatch):
     c, d = small
     key = jax.random.key(1)
-    _, whole, logs_whole = stages.critic_stage(c, d, key, str(tmp_path / "a"), 7)
+    _, whole, logs_whole = critics_whole
     real = checkpoint.run_chunks
 
     def killed_after_one_chunk(directory, **kw):
@@ -69,7 +77,8 @@ def test_feasibility_iou_of_a_constant_critic(small):
 
 
 @pytest.mark.slow
-def test_flow_and_refiner_stages_run_per_seed_and_hold_the_budget(small, tmp_path):
+def test_flow_and_refiner_stages_run_per_seed_and_hold_the_budget(small, critics_whole,
+                                                                   tmp_path):
     from flax import nnx
 
     from icml26_jax.safe_flow_rl import refiner
@@ -77,7 +86,7 @@ def test_flow_and_refiner_stages_run_per_seed_and_hold_the_budget(small, tmp_pat
     c, d = small
     c = c.copy_and_resolve_references()
     c.flow_steps, c.refiner_steps, c.chunk = 20, 20, 20
-    cg, cs, _ = stages.critic_stage(c, d, jax.random.key(1), str(tmp_path / "c"), 1)
+    cg, cs, _ = critics_whole  # the critic stage of key 1 (2 seeds)
     w = stages.dataset_weights(c, cg, cs, d)
     assert w.shape == (2, d["observations"].shape[0]) and bool((w >= 0).all())
     fg, fp, logs = stages.flow_stage(c, d, w, jax.random.key(2), str(tmp_path / "f"), 1)
