@@ -1,8 +1,8 @@
 """experiments/dsgd_hp.py end to end: the smoke run, one-line errors on bad flags.
 
-The default run (``--users=64``, ~4 minutes on 2 cores) is the README's first Quick-start
-command and its measured table lives in icml26_jax/dsgd_hp/README.md; at 250 s of the suite's
-30-minute budget it no longer runs inside the test suite, whose smoke run covers the same code.
+The default run (``--users=64``) is the README's first Quick-start command and its measured
+table lives in icml26_jax/dsgd_hp/README.md; at 250 s of the suite's 30-minute budget it no
+longer runs inside the test suite, whose smoke run covers the same code path.
 """
 
 import os
