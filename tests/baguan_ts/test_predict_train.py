@@ -132,7 +132,8 @@ def test_co_inject_copies_the_query_future_into_a_support():
     dev = train.bank_to_device(bank)
     cfg = batches.BatchConfig(batch=32, M=32, K=4, period=3, context_len=64, p_k0=0.0,
                               drop_p=0.0, co_inject_p=1.0)
-    b = batches.make_batch(jax.random.key(2), dev, cfg, 8)
+    make = jax.jit(batches.make_batch, static_argnums=(2, 3))
+    b = make(jax.random.key(2), dev, cfg, 8)
     # An active support holds the query window shifted back by s in {0, 1, 2} steps: its
     # positions M - H + s + i are the (jittered, noisy) future labels i.
     targ = np.asarray(b.targ[:, :-1, :, 0])  # [B, K, M]
@@ -147,7 +148,7 @@ def test_co_inject_copies_the_query_future_into_a_support():
                     best[i] = max(best[i], np.corrcoef(u, v)[0, 1])
     assert np.mean(best > 0.9) > 0.8, best
     # Without injection no support tracks the future that closely as often.
-    b0 = batches.make_batch(jax.random.key(2), dev, dataclasses.replace(cfg, co_inject_p=0.0), 8)
+    b0 = make(jax.random.key(2), dev, dataclasses.replace(cfg, co_inject_p=0.0), 8)
     assert not np.allclose(np.asarray(b0.targ), np.asarray(b.targ))
 
 
