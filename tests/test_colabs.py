@@ -382,6 +382,57 @@ def _check_trace(text: str, nb, workdir: pathlib.Path) -> None:
     assert _has_png(nb), "the notebook displayed no figure"
 
 
+def _check_fml(text: str, nb, workdir: pathlib.Path) -> None:
+    # The domains differ: grey domains have no colour, colour_texture does.
+    stats = {m.group(1): (float(m.group(2)), float(m.group(3)), float(m.group(4))) for m in
+             re.finditer(r"pixels (\w+): mean ([\d.]+), std ([\d.]+), colour spread ([\d.]+)",
+                         text)}
+    assert set(stats) == {"clean", "thick_noisy", "colour_texture", "synthetic_affine"}, stats
+    assert stats["clean"][2] < 1e-3 and stats["thick_noisy"][2] < 1e-3, stats
+    assert stats["colour_texture"][2] > 0.02, stats
+    means = [s[0] for s in stats.values()]
+    assert max(means) - min(means) > 0.05, stats
+    # Compression: masses sum to 1; K_m = 1 is the normalised class mean; 4 anchors fit better.
+    assert _number(r"sum to 1: max \|sum - 1\| = ([\d.e+-]+)", text) < 1e-5
+    assert _number(r"K_m = 1 anchor vs normalised class mean of ĥ: max \|diff\| = ([\d.e+-]+)",
+                   text) < 1e-5
+    m = re.search(r"nearest own-class anchor\): K_m = 4 ([\d.]+), K_m = 1 ([\d.]+)", text)
+    assert m and float(m.group(1)) > float(m.group(2)), m
+    # Upload per client: C K_m (p + 1) floats against C p (C = 10, K_m = 4, p = 64).
+    m = re.search(r"upload: manifold (\d+) floats, prototype (\d+) floats", text)
+    assert m and int(m.group(1)) == 10 * 4 * 65 and int(m.group(2)) == 10 * 64, m
+    # MML: beta_m = 0 is the identity; no client attends to its own anchors.
+    assert _number(r"beta_m = 0: max \|mml - input\| = ([\d.e+-]+)", text) < 1e-6
+    m = re.search(r"own-anchor attention: max \|d fused_i / d mass_i\| = ([\d.e+-]+); other "
+                  r"clients: min over j != i of max \|d fused_i / d mass_j\| = ([\d.e+-]+)", text)
+    assert m and float(m.group(1)) == 0.0 and float(m.group(2)) > 1e-4, m
+    assert _number(r"one client alone, beta_m = 1: max \|mml - input\| = ([\d.e+-]+)",
+                   text) == 0.0
+    m = re.search(r"before MML ([\d.]+), after MML ([\d.]+)", text)
+    assert m and float(m.group(2)) > float(m.group(1)), m
+    m = re.search(r"download (\d+) floats", text)
+    assert m and int(m.group(1)) == 10 * 8 * 65, m
+    # The lightened smoke run: per-domain final accuracies of both methods (no claim asserted).
+    for method in ("fedavg", "fml"):
+        m = re.search(rf"final accuracy {method}: AVG ([\d.]+) \| clean ([\d.]+), thick_noisy "
+                      r"([\d.]+), colour_texture ([\d.]+), synthetic_affine ([\d.]+)", text)
+        assert m, f"no per-domain accuracies of {method}"
+        avg, *per = (float(v) for v in m.groups())
+        assert all(0.0 <= a <= 1.0 for a in per), m.group(0)
+        assert abs(avg - sum(per) / len(per)) < 2e-3, m.group(0)
+        assert avg > 0.2, f"{method} AVG {avg}: barely above chance (0.1) after 4 rounds"
+    m = re.search(r"FML summary up (\d+)", text)
+    assert m and int(m.group(1)) == 4 * 4 * 10 * 4 * 65, m  # bytes: 4 clients, float32
+    assert re.search(r"(\d+)/10 claims hold at lightened smoke size", text)
+    assert "structure_gain" in text and "fedavg_sanity_band" in text, "no claims table"
+    res = results.load_results(workdir)
+    assert res["paper"] == "fml" and res["variant"] == "smoke" and len(res["claims"]) == 10
+    assert set(res["metrics"]["methods"]) == {"fedavg", "fml"}
+    for png in ("accuracy_vs_round.png", "per_domain.png"):
+        assert (workdir / png).stat().st_size > 0, png
+    assert _has_png(nb), "the notebook displayed no figure"
+
+
 _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "grad_smoothing": _check_grad_smoothing, "atc_cusum": _check_atc_cusum,
                   "rank_learner": _check_rank_learner,
@@ -391,7 +442,7 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "mragent": _check_mragent, "safe_flow_rl": _check_safe_flow_rl,
                   "tgsf": _check_tgsf, "fpda": _check_fpda, "cof_t2i": _check_cof_t2i,
                   "gp2scale": _check_gp2scale, "oddshap": _check_oddshap,
-                  "trace": _check_trace}
+                  "trace": _check_trace, "fml": _check_fml}
 
 
 @pytest.mark.notebook

@@ -2,7 +2,8 @@
 x 2 -> dense 128 -> dense p (features h) -> ReLU -> dense C. 79.8k parameters at 16x16x3 inputs.
 
 Convolutions are im2col (the 9 shifted slices of the zero-padded input concatenated on the
-channel axis) plus one einsum, and pooling is a reshape-max: under ``jax.vmap`` over clients
+channel axis) plus one einsum, and pooling is the max of four strided sub-grids (a reshape-max
+in the spec; equal, and cheaper to differentiate): under ``jax.vmap`` over clients
 with per-client weights, ``lax.conv_general_dilated`` lowers to a grouped convolution that
 XLA:CPU runs ~20x slower per client-step (spec §Pitfalls; ``benchmarks/fml.py`` (a)). GroupNorm,
 not BatchNorm: normalisation statistics are per sample, so FedAvg averages no batch statistics
@@ -33,20 +34,29 @@ def conv3x3(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
 
 
 def max_pool2(x: jax.Array) -> jax.Array:
-    """2x2 max-pool, stride 2, by reshape: ``[B, H, W, C] -> [B, H/2, W/2, C]``."""
-    b, h, w, c = x.shape
-    return x.reshape(b, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+    """2x2 max-pool, stride 2: ``[B, H, W, C] -> [B, H/2, W/2, C]``, the elementwise max of the
+    four strided sub-grids (equal to a reshape-max; its gradient is three selects, ~10 % faster
+    per training step on XLA:CPU than the reshape-max's)."""
+    return jnp.maximum(jnp.maximum(x[:, 0::2, 0::2], x[:, 1::2, 0::2]),
+                       jnp.maximum(x[:, 0::2, 1::2], x[:, 1::2, 1::2]))
 
 
 def group_norm(x: jax.Array, groups: int, scale: jax.Array, bias: jax.Array,
                eps: float = 1e-5) -> jax.Array:
-    """GroupNorm over (H, W, C / groups) of each sample: ``[B, H, W, C]``."""
+    """GroupNorm over (H, W, C / groups) of each sample: ``[B, H, W, C]``.
+
+    One pass: per-channel moments over (H, W), averaged within each group, and one fused
+    ``x * a + d`` with per-(sample, channel) ``a``, ``d``. Reducing over the 5-D
+    ``[B, H, W, G, C/G]`` view instead made GroupNorm ~40 % of a training step on XLA:CPU.
+    """
     b, h, w, c = x.shape
-    g = x.reshape(b, h, w, groups, c // groups)
-    mean = g.mean(axis=(1, 2, 4), keepdims=True)
-    var = g.var(axis=(1, 2, 4), keepdims=True)
-    g = (g - mean) * jax.lax.rsqrt(var + eps)
-    return g.reshape(b, h, w, c) * scale + bias
+    per = c // groups
+    m1 = x.mean(axis=(1, 2)).reshape(b, groups, per).mean(-1)  # [B, G]
+    m2 = (x * x).mean(axis=(1, 2)).reshape(b, groups, per).mean(-1)
+    inv = jax.lax.rsqrt(jnp.maximum(m2 - m1 * m1, 0.0) + eps)
+    a = jnp.repeat(inv, per, axis=-1) * scale  # [B, C]
+    d = bias - jnp.repeat(m1 * inv, per, axis=-1) * scale
+    return x * a[:, None, None, :] + d[:, None, None, :]
 
 
 class CNN(nnx.Module):

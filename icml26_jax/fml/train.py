@@ -46,7 +46,8 @@ def make_data(c) -> list:
                                      per_client=int(c.per_client),
                                      label_skew=float(c.label_skew) or None,
                                      rand_assign=bool(c.rand_assign),
-                                     test_per_domain=int(c.test_per_domain) or None)
+                                     test_per_domain=int(c.test_per_domain) or None,
+                                     val_per_domain=0)  # validation: only the optional sweep
             for s in seed_list(c)]
 
 
