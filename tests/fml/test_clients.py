@@ -27,6 +27,21 @@ def setup():
     return c, arrays, graphdef, params
 
 
+@pytest.fixture(scope="module")
+def rounds(setup):
+    """One jitted round per method, compiled once for the module's tests."""
+    c, _, graphdef, _ = setup
+    cache = {}
+
+    def get(method):
+        if method not in cache:
+            spec, round_fn, _ = clients.make_round(method, c, graphdef)
+            cache[method] = spec, jax.jit(round_fn)
+        return cache[method]
+
+    return get
+
+
 def _args(c, arrays, spec, params, use=1.0):
     target = jax.tree.map(lambda a: a[None], clients.init_target(spec, c, N))
     return (params, target, jnp.float32(use), jnp.asarray(arrays["x"]), jnp.asarray(arrays["y"]),
@@ -38,11 +53,11 @@ def _close(a, b, tol=2e-5):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=tol, atol=tol)
 
 
-def test_vmapped_round_equals_a_per_client_loop_and_fedavg_weights_by_size(setup):
+def test_vmapped_round_equals_a_per_client_loop_and_fedavg_weights_by_size(setup, rounds):
     c, arrays, graphdef, params = setup
-    spec, round_fn, _ = clients.make_round("fedavg", c, graphdef)
+    spec, round_jit = rounds("fedavg")
     args = _args(c, arrays, spec, params)
-    new_global, _ = jax.jit(round_fn)(*args)
+    new_global, _ = round_jit(*args)
     local = jax.jit(clients.local_train("fedavg", c, graphdef))
     keys = args[-1]
     outs = []
@@ -72,31 +87,32 @@ def test_padded_masked_client_equals_unpadded(setup):
         ce = optax.softmax_cross_entropy_with_integer_labels(logits, yy)
         return jnp.sum(ww * ce) / jnp.sum(ww)
 
-    g1 = jax.grad(loss)(p0, x, y, jnp.ones(20))
-    g2 = jax.grad(loss)(p0, xp, yp, w)
+    grad = jax.jit(jax.grad(loss))
+    g1 = grad(p0, x, y, jnp.ones(20))
+    g2 = grad(p0, xp, yp, w)
     _close(g1, g2, 1e-5)
 
 
-def test_sharded_round_equals_unsharded(setup):
+def test_sharded_round_equals_unsharded(setup, rounds):
     c, arrays, graphdef, params = setup
-    spec, round_fn, _ = clients.make_round("fedprox", c, graphdef)
+    spec, round_jit = rounds("fedprox")
     args = _args(c, arrays, spec, params)
-    ref, _ = jax.jit(round_fn)(*args)
+    ref, _ = round_jit(*args)
     m = mesh_lib.make_mesh((4,), (mesh_lib.USERS,), auto=True)
     sharded = list(args)
     for j in (3, 4, 5, 6):
         sharded[j] = mesh_lib.shard_leading(np.asarray(args[j]), m)
-    got, _ = jax.jit(round_fn)(*sharded)
+    got, _ = round_jit(*sharded)
     assert len(args[3].sharding.device_set) == 1 and len(sharded[3].sharding.device_set) == 4
     _close(got, ref, 5e-5)
 
 
-def test_round_one_uses_ce_only_and_fedprox_differs_from_fedavg(setup):
+def test_round_one_uses_ce_only_and_fedprox_differs_from_fedavg(setup, rounds):
     c, arrays, graphdef, params = setup
     outs = {}
     for method in ("fedavg", "fml", "fedprox"):
-        spec, round_fn, _ = clients.make_round(method, c, graphdef)
-        outs[method] = jax.jit(round_fn)(*_args(c, arrays, spec, params, use=0.0))[0]
+        spec, round_jit = rounds(method)
+        outs[method] = round_jit(*_args(c, arrays, spec, params, use=0.0))[0]
     _close(outs["fml"], outs["fedavg"], 1e-6)  # use_target = 0: CE only, same keys
     diff = max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(outs["fedprox"]),
                                                           jax.tree.leaves(outs["fedavg"])))
