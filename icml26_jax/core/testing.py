@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -135,6 +136,26 @@ def run_processes(cmd: Sequence[str], num_processes: int = 2, *, timeout: float 
                           f"{_tail(r.stderr)}\n--- stdout tail:\n{_tail(r.stdout, 10)}")
         raise AssertionError("\n".join(report))
     return results
+
+
+def run_entry(paper: str, *flags: str, variant: str | None = None, timeout: float = 300,
+              check: bool = True) -> subprocess.CompletedProcess:
+    """Runs ``experiments/<paper>.py`` as a user would, in one child process.
+
+    From the repository root (``PYTHONPATH`` starting there, ``JAX_PLATFORMS=cpu``), with
+    ``--config=icml26_jax/<paper>/configs.py:<variant>`` first when ``variant`` is given, then
+    ``flags``. Through :func:`run_processes` with one process: killed after ``timeout`` seconds,
+    and with ``check`` a failure raises ``AssertionError`` with the stderr tail.
+
+    Returns:
+      The ``CompletedProcess`` (text stdout / stderr, ``returncode``).
+    """
+    cmd = [sys.executable, os.path.join("experiments", f"{paper}.py")]
+    if variant is not None:
+        cmd.append(f"--config=icml26_jax/{paper}/configs.py:{variant}")
+    # run_processes formats every argument ({port}, ...): braces in flags stay literal.
+    cmd += [f.replace("{", "{{").replace("}", "}}") for f in flags]
+    return run_processes(cmd, 1, timeout=timeout, check=check)[0]
 
 
 def _tail(text: str, lines: int = 30) -> str:

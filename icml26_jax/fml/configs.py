@@ -15,10 +15,11 @@ from __future__ import annotations
 import ml_collections
 
 from icml26_jax.core import flags
+from icml26_jax.fml import domains
 
 VARIANTS = ("default", "smoke")
 METHODS = ("fedavg", "fedprox", "fedproto", "fpl", "fml", "fml_k1", "fml_no_mml")
-DOMAINS = ("clean", "thick_noisy", "colour_texture", "synthetic_affine")
+DOMAINS = tuple(domains.DOMAINS)
 COMPRESSIONS = ("kmeans", "pca")
 
 

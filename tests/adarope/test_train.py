@@ -3,8 +3,6 @@ config errors, the entry script, and the smoke-scale claims."""
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -147,11 +145,8 @@ def test_config_errors(field, value, match):
 
 
 def test_entry_rejects_bad_flags(tmp_path):
-    cmd = [sys.executable, "experiments/adarope.py",
-           "--config=icml26_jax/adarope/configs.py:smoke", "--config.arms=rope,alibi",
-           f"--workdir={tmp_path}"]
-    out = subprocess.run(cmd, cwd=testing.REPO_ROOT, capture_output=True, text=True,
-                         timeout=120)
+    out = testing.run_entry("adarope", "--config.arms=rope,alibi", f"--workdir={tmp_path}",
+                            variant="smoke", timeout=120, check=False)
     assert out.returncode == 2
     assert "config.arms" in out.stderr and "Traceback" not in out.stderr
 

@@ -1,18 +1,13 @@
 """The experiment: smoke run end to end (claims, results.json, figures, resume), the runs
 map sharded == unsharded, determinism, config errors, the entry script's flag errors."""
 
-import os
-import subprocess
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from icml26_jax.atc_cusum import atc, configs, envs, train
-from icml26_jax.core import results
-from icml26_jax.core.testing import REPO_ROOT
+from icml26_jax.core import results, testing
 
 SMOKE_CLAIMS_HOLD = {"classical_detectors_linear_regret", "selective_detects_large_shifts",
                      "nile_break_located", "nile_atc_beats_best_baseline",
@@ -142,8 +137,6 @@ def test_run_requires_x64(tmp_path):
 
 
 def test_entry_rejects_bad_flags(tmp_path):
-    script = os.path.join(REPO_ROOT, "experiments", "atc_cusum.py")
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=REPO_ROOT)
-    r = subprocess.run([sys.executable, script, "--config.scan=dense", f"--workdir={tmp_path}"],
-                       capture_output=True, text=True, timeout=120, env=env, cwd=REPO_ROOT)
+    r = testing.run_entry("atc_cusum", "--config.scan=dense", f"--workdir={tmp_path}",
+                          timeout=120, check=False)
     assert r.returncode != 0 and "config.scan must be one of" in r.stderr

@@ -100,6 +100,17 @@ def test_run_processes_env():
     assert r.stdout.split() == ["cpu", "hello"]
 
 
+def test_run_entry_runs_the_script_from_the_root_with_literal_braces():
+    # An unknown paper: python cannot open experiments/<paper>.py, relative to the root.
+    with pytest.raises(AssertionError, match=r"(?s)exit code 2.*experiments/no_such_paper.py"):
+        testing.run_entry("no_such_paper", "--x={port}", variant="smoke", timeout=30)
+    r = testing.run_entry("no_such_paper", "--x={port}", variant="smoke", timeout=30,
+                          check=False)
+    assert r.args[1:] == ["experiments/no_such_paper.py",
+                          "--config=icml26_jax/no_such_paper/configs.py:smoke", "--x={port}"]
+    assert r.returncode == 2
+
+
 @pytest.mark.multiprocess
 def test_two_processes_psum(tmp_path):
     # 2 processes x 2 CPU devices: the psum of device values 1..4 over all 4 devices is 10,

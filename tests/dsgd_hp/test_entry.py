@@ -12,19 +12,16 @@ import sys
 import pytest
 
 from icml26_jax.core import results
+from icml26_jax.core import testing
 from icml26_jax.core.testing import REPO_ROOT
 
 SCRIPT = os.path.join(REPO_ROOT, "experiments", "dsgd_hp.py")
-SMOKE = "--config=" + os.path.join(REPO_ROOT, "icml26_jax", "dsgd_hp", "configs.py") + ":smoke"
 
 
 def _env():
     return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=REPO_ROOT)
 
 
-def _run(args, timeout):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          timeout=timeout, env=_env(), cwd=REPO_ROOT)
 
 
 def _check_run(r, workdir):
@@ -41,7 +38,8 @@ def _check_run(r, workdir):
 
 @pytest.mark.slow
 def test_smoke_end_to_end(tmp_path):
-    d = _check_run(_run([SMOKE, f"--workdir={tmp_path}"], timeout=400), tmp_path)
+    r = testing.run_entry("dsgd_hp", f"--workdir={tmp_path}", variant="smoke", timeout=400)
+    d = _check_run(r, tmp_path)
     assert d["variant"] == "smoke" and d["metrics"]["devices"] == 8
     assert len(d["claims"]) == 12
     held = {c["name"] for c in d["claims"] if c["holds"]}

@@ -10,9 +10,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from icml26_jax.fml import data
+from icml26_jax.fml import data, domains
 
-NAMES = tuple(data.DOMAINS)
+NAMES = tuple(domains.DOMAINS)
 SMOKE = dict(n_clients=4, domain_counts=(1, 1, 1, 1), per_client=100, test_per_domain=100)
 SMALL = dict(test_per_domain=20, val_per_domain=20)  # cheap held-out sets for fast tests
 
@@ -85,7 +85,7 @@ def test_train_and_test_base_images_disjoint(default):
         assert set(fd.val_idx[name]) | set(used) == set(train)
     # The clean test set is the transform of the test-pool images themselves.
     images, _ = data.base_images()
-    expect = data.normalise(data.apply_domain("clean", images[test], None))
+    expect = data.normalise(domains.apply_domain("clean", images[test], None))
     np.testing.assert_array_equal(fd.test["clean"][0], expect)
 
 
@@ -99,7 +99,7 @@ def test_clients_disjoint_and_stratified(default):
     for i in (0, 3, 5, 9):
         d = int(default.domain[i])
         rng = np.random.default_rng((0, d, i))
-        expect = data.normalise(data.apply_domain(NAMES[d], images[default.base_idx[i]], rng))
+        expect = data.normalise(domains.apply_domain(NAMES[d], images[default.base_idx[i]], rng))
         np.testing.assert_array_equal(default.x[i], expect)
 
 
@@ -109,14 +109,14 @@ def test_transforms_keep_range_and_shape(name):
     cases = list(images[:20]) + [np.zeros((16, 16)), np.ones((16, 16))]
     outs = []
     for k, img in enumerate(cases):
-        out = data.DOMAINS[name](img, np.random.default_rng(k))
+        out = domains.DOMAINS[name](img, np.random.default_rng(k))
         assert out.shape == (16, 16, 3) and out.dtype == np.float32
         assert out.min() >= 0.0 and out.max() <= 1.0
         outs.append(out)
     # Same image, same rng -> same output; the stochastic domains depend on the rng.
-    again = data.DOMAINS[name](images[0], np.random.default_rng(0))
+    again = domains.DOMAINS[name](images[0], np.random.default_rng(0))
     np.testing.assert_array_equal(outs[0], again)
-    other = data.DOMAINS[name](images[0], np.random.default_rng(123))
+    other = domains.DOMAINS[name](images[0], np.random.default_rng(123))
     assert np.array_equal(outs[0], other) == (name == "clean")
 
 
@@ -125,8 +125,8 @@ def test_colour_domains_follow_their_recipe():
     # random numbers, so they reveal the background and the foreground colour.
     inverted = 0
     for s in range(40):
-        bg_img = data.colour_texture(np.zeros((16, 16)), np.random.default_rng(s))
-        fg_img = data.colour_texture(np.ones((16, 16)), np.random.default_rng(s))
+        bg_img = domains.colour_texture(np.zeros((16, 16)), np.random.default_rng(s))
+        fg_img = domains.colour_texture(np.ones((16, 16)), np.random.default_rng(s))
         ratio = bg_img.min((0, 1)) / bg_img.max((0, 1))  # [3]; texture spans [0, 1] -> 0.6
         if not np.allclose(ratio, 0.6, atol=1e-4):
             bg_img, fg_img, inverted = 1.0 - bg_img, 1.0 - fg_img, inverted + 1
@@ -136,8 +136,8 @@ def test_colour_domains_follow_their_recipe():
         assert abs(fg.mean() - bg.mean()) >= 0.3 - 1e-6
         assert bg_img.std((0, 1)).max() > 1e-3  # the background is textured
         # synthetic_affine: a solid background, stroke colour at the centre, contrast >= 0.4.
-        sa_bg = data.synthetic_affine(np.zeros((16, 16)), np.random.default_rng(s))
-        sa_fg = data.synthetic_affine(np.ones((16, 16)), np.random.default_rng(s))
+        sa_bg = domains.synthetic_affine(np.zeros((16, 16)), np.random.default_rng(s))
+        sa_fg = domains.synthetic_affine(np.ones((16, 16)), np.random.default_rng(s))
         np.testing.assert_allclose(sa_bg, np.broadcast_to(sa_bg[0, 0], sa_bg.shape), atol=1e-6)
         assert abs(sa_fg[8, 8].mean() - sa_bg[0, 0].mean()) >= 0.4 - 1e-6
     assert 8 <= inverted <= 32  # polarity inverted with probability 0.5
@@ -258,7 +258,7 @@ def test_augment_and_apply_domain_errors():
     with pytest.raises(ValueError, match="x"):
         data.augment(jnp.zeros((4, 16, 16)), jax.random.key(0))
     with pytest.raises(ValueError, match="domain"):
-        data.apply_domain("svhn", np.zeros((1, 16, 16)), np.random.default_rng(0))
+        domains.apply_domain("svhn", np.zeros((1, 16, 16)), np.random.default_rng(0))
 
 
 def _write_npz(path, n, shape, seed):

@@ -4,8 +4,6 @@ workdir resumes to the same numbers; clear errors for bad config values."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -16,11 +14,7 @@ from icml26_jax.fml import configs, report, train
 @pytest.fixture(scope="module")
 def smoke_dir(tmp_path_factory):
     wd = tmp_path_factory.mktemp("fml_smoke")
-    cmd = [sys.executable, "experiments/fml.py", "--config=icml26_jax/fml/configs.py:smoke",
-           f"--workdir={wd}"]
-    out = subprocess.run(cmd, cwd=testing.REPO_ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = testing.run_entry("fml", f"--workdir={wd}", variant="smoke", timeout=300)
     return wd, out.stdout
 
 

@@ -4,8 +4,6 @@ finished workdir resumes to the same numbers; clear errors for bad config values
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,11 +15,7 @@ from icml26_jax.trace import configs, report, train
 @pytest.fixture(scope="module")
 def smoke_dir(tmp_path_factory):
     wd = tmp_path_factory.mktemp("trace_smoke")
-    cmd = [sys.executable, "experiments/trace.py", "--config=icml26_jax/trace/configs.py:smoke",
-           f"--workdir={wd}"]
-    out = subprocess.run(cmd, cwd=testing.REPO_ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = testing.run_entry("trace", f"--workdir={wd}", variant="smoke", timeout=300)
     return wd, out.stdout
 
 
@@ -106,10 +100,8 @@ def test_bad_config_values_raise_naming_the_field(field, value, match):
 
 
 def test_entry_rejects_a_bad_flag_without_a_traceback(tmp_path):
-    cmd = [sys.executable, "experiments/trace.py", "--config=icml26_jax/trace/configs.py:smoke",
-           "--config.projection=softmax", f"--workdir={tmp_path}"]
-    out = subprocess.run(cmd, cwd=testing.REPO_ROOT, capture_output=True, text=True,
-                         timeout=120)
+    out = testing.run_entry("trace", "--config.projection=softmax", f"--workdir={tmp_path}",
+                            variant="smoke", timeout=120, check=False)
     assert out.returncode != 0
     assert "projection" in out.stderr and "Traceback" not in out.stderr
 
