@@ -32,8 +32,7 @@ import optax
 
 from icml26_jax.core import optim
 from icml26_jax.fml import baselines, data, manifolds, model
-
-METHODS = ("fedavg", "fedprox", "fedproto", "fpl", "fml", "fml_k1", "fml_no_mml")
+from icml26_jax.fml.configs import METHODS
 
 
 class MethodSpec(NamedTuple):

@@ -85,16 +85,21 @@ def init_params(c, graphdef_only=False):
     return graphdef, params
 
 
+def _round_keys(seeds: jax.Array, tag: int, n_clients: int) -> jax.Array:
+    """``[N, S]``: ``fold_in(fold_in(key(seed_s), tag), i)`` for client ``i``, vmapped."""
+    base = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), tag))(seeds)  # [S]
+    return jax.vmap(lambda i: jax.vmap(lambda k: jax.random.fold_in(k, i))(base))(
+        jnp.arange(n_clients))
+
+
 def round_keys(c, r: int, n_clients: int) -> jax.Array:
     """``[N, S]`` keys of round ``r``: identical for every method (paired comparisons)."""
-    return jnp.stack([jnp.stack([jax.random.fold_in(jax.random.fold_in(jax.random.key(s), 1 + r),
-                                                    i) for s in seed_list(c)])
-                      for i in range(n_clients)])
+    return _round_keys(jnp.asarray(seed_list(c)), 1 + r, n_clients)
 
 
 def server_keys(c, r: int) -> jax.Array:
-    return jnp.stack([jax.random.fold_in(jax.random.fold_in(jax.random.key(s), 10_000 + r), 0)
-                      for s in seed_list(c)])
+    """``[S]`` keys of the server step after round ``r``."""
+    return _round_keys(jnp.asarray(seed_list(c)), 10_000 + r, 1)[0]
 
 
 def place(c, arrays: dict):

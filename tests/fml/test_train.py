@@ -5,6 +5,8 @@ workdir resumes to the same numbers; clear errors for bad config values."""
 import json
 import os
 
+import jax
+import numpy as np
 import pytest
 
 from icml26_jax.core import results, testing
@@ -78,3 +80,18 @@ def test_unknown_domain_is_rejected():
     with pytest.raises(ValueError, match="domains"):
         data.make_digits_domains(0, n_clients=4, domain_counts=(1, 1, 1, 1),
                                  domains=("clean", "sketch", "thick_noisy", "colour_texture"))
+
+
+def test_round_and_server_keys_are_the_documented_fold_ins():
+    c = configs.get_config("smoke")
+    c.seed, c.num_seeds = 5, 2
+    keys, skeys = train.round_keys(c, 3, 4), train.server_keys(c, 3)
+    assert keys.shape == (4, 2) and skeys.shape == (2,)
+    data = jax.random.key_data
+    for s in range(2):
+        base = jax.random.key(5 + s)
+        np.testing.assert_array_equal(data(skeys[s]), data(
+            jax.random.fold_in(jax.random.fold_in(base, 10_003), 0)))
+        for i in range(4):
+            np.testing.assert_array_equal(data(keys[i, s]), data(
+                jax.random.fold_in(jax.random.fold_in(base, 4), i)))
