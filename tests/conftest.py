@@ -49,14 +49,16 @@ if importlib.util.find_spec("xdist") is not None:
         """``pytest -n 2`` (the CI command) schedules whole test modules, except notebooks.
 
         A module's expensive module-scoped fixtures (smoke-trained models) must run once, on
-        one worker, so a module is one work unit; each executed notebook is independent and
-        slow, so each is its own unit and the two workers share them.
+        one worker, so a module is one work unit; each executed notebook and each paper's
+        multi-process comparison is independent and slow, so each is its own unit and the two
+        workers share them.
         """
         from xdist.scheduler import LoadScopeScheduling
 
         class _ModuleOrNotebook(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                if "test_colabs.py::test_notebook_executes[" in nodeid:
+                if ("test_colabs.py::test_notebook_executes[" in nodeid
+                        or "test_multiprocess.py::test_two_processes_match_one[" in nodeid):
                     return nodeid
                 return nodeid.split("::", 1)[0]
 

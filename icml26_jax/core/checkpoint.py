@@ -162,8 +162,20 @@ def latest_step(directory: str | os.PathLike) -> int | None:
 
 
 def _normalize(tree):
-    # orbax handles np.ndarray but not NumPy scalars (np.float32(1.0)).
-    return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, np.generic) else x, tree)
+    multi = jax.process_count() > 1
+
+    def one(x):
+        # orbax handles np.ndarray but not NumPy scalars (np.float32(1.0)).
+        if isinstance(x, np.generic):
+            return np.asarray(x)
+        # In a multi-process job orbax cannot save an array local to one process (a model
+        # trained on each process's first device): every process holds the same value, so it
+        # is saved as host data, which process 0 writes.
+        if multi and isinstance(x, jax.Array) and x.is_fully_addressable:
+            return np.asarray(jax.device_get(x))
+        return x
+
+    return jax.tree.map(one, tree)
 
 
 def _host_restore_args(meta):

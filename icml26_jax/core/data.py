@@ -5,8 +5,10 @@ Data sets are read with ``tfds.data_source`` (random access over ArrayRecord fil
 tests and runs never touch ``~/tensorflow_datasets``.
 
 In a multi-process job each process reads only its own contiguous share of every batch
-(:func:`process_slice`); ``jax.make_array_from_process_local_data`` assembles the global
-array from the shares.
+(:func:`process_slice`); :func:`global_batch` assembles the global array from the shares
+(``jax.make_array_from_process_local_data``). A data set prepared on first use is prepared by
+process 0 alone while the others wait (:func:`data_source`), so no two processes write the
+same files.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def data_source(name: str, split, *, data_dir: str | os.PathLike, **kw):
       **kw: further ``tfds.data_source`` arguments. ``download`` defaults to False (then an
         unprepared data set is a ``FileNotFoundError``); with ``download=True`` the data set
         is prepared as ``array_record`` without looking on GCS (our builders generate their
-        data locally).
+        data locally), by process 0 first in a multi-process job (every process must call).
 
     Returns:
       A random-access sequence of feature dicts (NumPy values).
@@ -46,6 +48,12 @@ def data_source(name: str, split, *, data_dir: str | os.PathLike, **kw):
         # TFDS would otherwise look for a prepared copy on GCS, a network call.
         dp.setdefault("download_config", tfds.download.DownloadConfig(try_download_gcs=False))
         kw["download_and_prepare_kwargs"] = dp
+        # Process 0 prepares; after the barrier the others find the prepared files.
+        from icml26_jax.core import distributed
+
+        return distributed.primary_first(
+            lambda: tfds.data_source(name, split=split, data_dir=data_dir, **kw),
+            f"data_source:{name}:{data_dir}")
     elif not tfds.builder(name, data_dir=data_dir, **(kw.get("builder_kwargs") or {})
                           ).is_prepared():
         # Checked here because TFDS's own error blames the file format instead.
@@ -68,6 +76,27 @@ def process_slice(n: int, *, process_index: int | None = None,
         raise ValueError(f"n must be >= 0, got n={n}")
     share = n // count
     return slice(index * share, (index + 1) * share)
+
+
+def global_batch(local, mesh, axis=None):
+    """One global array per leaf of ``local``, this process's share of a batch.
+
+    The leading axes of the processes' shares are concatenated in process order (as
+    :func:`batches` and :func:`process_slice` cut them) and sharded over mesh ``axis`` (all of
+    the mesh's axes by default); ``jax.make_array_from_process_local_data`` builds each array
+    without any process holding the whole batch.
+
+    Args:
+      local: pytree of host arrays, this process's rows.
+      mesh: a ``jax.sharding.Mesh`` whose devices cover every process.
+      axis: mesh axis name (or tuple of names) of the leading dimension.
+    """
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    axis = tuple(mesh.axis_names) if axis is None else axis
+    sharding = NamedSharding(mesh, P(axis))
+    return jax.tree.map(
+        lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)), local)
 
 
 def to_arrays(source: Sequence[dict], keys: Sequence[str] | None = None) -> dict[str, np.ndarray]:

@@ -46,23 +46,27 @@ def maybe_initialize(
     """
     if num_cpu_devices is not None:
         if int(num_cpu_devices) < 1:
-            raise ValueError(f"num_cpu_devices must be >= 1, got {num_cpu_devices}")
+            raise ValueError(f"--num_cpu_devices must be >= 1, got {num_cpu_devices}")
         jax.config.update("jax_num_cpu_devices", int(num_cpu_devices))
     multi = num_processes is not None and int(num_processes) > 1
     if not multi:
         if num_processes is not None and int(num_processes) < 1:
-            raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+            raise ValueError(f"--num_processes must be >= 1, got {num_processes}")
         if _on_tpu_pod() and coordinator_address is None:
             jax.distributed.initialize()
         return
     if not coordinator_address:
         raise ValueError(
-            f"num_processes={num_processes} needs coordinator_address='host:port' "
-            "(the address of process 0, e.g. 127.0.0.1:12355)")
+            f"--coordinator_address is required with --num_processes={num_processes}: the "
+            "host:port of process 0 (e.g. 127.0.0.1:12355)")
+    host, _, port = str(coordinator_address).rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--coordinator_address must be host:port with a port in 1..65535, "
+                         f"got {coordinator_address!r}")
     if process_id is None or not 0 <= int(process_id) < int(num_processes):
         raise ValueError(
-            f"process_id must be in [0, {num_processes}) when num_processes={num_processes}, "
-            f"got process_id={process_id}")
+            f"--process_id must be in [0, {num_processes}) with --num_processes="
+            f"{num_processes}, got --process_id={process_id}")
     # The CPU backend needs a cross-process collectives implementation; harmless elsewhere.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
@@ -73,5 +77,31 @@ def maybe_initialize(
 
 
 def is_primary() -> bool:
-    """True on process 0, the one process that writes results and figures."""
+    """Whether this process writes: True on process 0 only.
+
+    Every writer goes through this one function: results.json and summaries
+    (``core.results``), figures (``core.plotting.save``), printed tables, data caches
+    (:func:`primary_first`). Orbax checkpoints are the exception: every process calls them and
+    orbax writes each process's shards.
+    """
     return jax.process_index() == 0
+
+
+def barrier(name: str) -> None:
+    """Waits until every process reaches the barrier ``name``; a no-op in a single process."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils  # Deferred: multi-process jobs only.
+
+        multihost_utils.sync_global_devices(name)
+
+
+def primary_first(fn, name: str):
+    """``fn()`` on process 0, then (after a barrier) on the other processes.
+
+    For a cache that ``fn`` writes to a shared directory (a prepared data set, a fitted model):
+    process 0 builds it, the others find it and read it, so no two processes write one file.
+    Returns ``fn()``'s result on every process.
+    """
+    out = fn() if is_primary() else None
+    barrier(f"primary_first:{name}")
+    return out if is_primary() else fn()

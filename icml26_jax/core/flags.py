@@ -135,7 +135,7 @@ def run_seeds(config, workdir: str, run, metrics=lambda first: ()) -> str | None
     """
     import os
 
-    from icml26_jax.core import results
+    from icml26_jax.core import distributed, results
 
     runs = []
     for seed in config.seeds:
@@ -146,5 +146,6 @@ def run_seeds(config, workdir: str, run, metrics=lambda first: ()) -> str | None
         runs.append(results.load_results(seed_dir))
     summary = results.summarise_seeds(runs, metrics=list(metrics(runs[0])))
     path = results.write_summary(workdir, summary)
-    logging.info("\n%s\nsummary: %s", results.seeds_table(summary), path)
+    if distributed.is_primary():
+        logging.info("\n%s\nsummary: %s", results.seeds_table(summary), path)
     return path

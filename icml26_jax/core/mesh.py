@@ -1,9 +1,12 @@
 """Mesh axis names and helpers that place a leading users/runs axis on devices.
 
-Simulated users (or clients) are sharded over the ``USERS`` mesh axis. Devices that the
-users axis cannot use (when the number of users is not a multiple of the device count) go
-to the ``RUNS`` axis, over which independent replicas of an experiment are sharded, so every
-device (and every process of a multi-host job) takes part in every computation.
+Simulated users (or clients) are sharded over the ``USERS`` mesh axis. Independent replicas
+of an experiment (arms x seeds, games, scenes ...) are sharded over the ``RUNS`` axis of a
+mesh over every device: :func:`map_runs` pads a replica axis of any length to a multiple of
+the device count, so every device (and every process of a multi-host job) takes part, and
+:func:`to_host` drops the padding. :func:`to_host` reads any global array on every process,
+gathering the shards held by other processes; :func:`put_rows` builds a sharded array from
+per-process data.
 """
 
 from __future__ import annotations
@@ -59,14 +62,35 @@ def users_mesh(n: int, runs: int | None = None) -> Mesh:
     return make_mesh((r, u), (RUNS, USERS), devices=devices[: r * u])
 
 
-def runs_mesh(n: int) -> Mesh:
-    """A 1-D ``RUNS`` mesh for ``n`` independent stacked replicas (arms x seeds ...): over
-    the largest divisor of ``n`` not above the device count, so the leading replica axis
-    shards evenly (15 replicas on 8 devices use 5)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    d = max(k for k in range(1, min(n, jax.device_count()) + 1) if n % k == 0)
-    return make_mesh((d,), (RUNS,))
+def runs_mesh(n: int | None = None) -> Mesh:
+    """A 1-D ``RUNS`` mesh over EVERY device, for independent stacked replicas (arms x
+    seeds, games, clients, scenes ...).
+
+    A replica axis of any length uses all devices: :func:`map_runs` pads it to a multiple of
+    the device count (:func:`padded_size`) and :func:`to_host` drops the padding. ``n`` is
+    accepted for readability at call sites and checked, not used for the shape.
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+        raise ValueError(f"n must be a positive integer, got n={n!r}")
+    return make_mesh((jax.device_count(),), (RUNS,))
+
+
+def padded_size(n: int, mesh: Mesh, axis: str | tuple[str, ...] = RUNS) -> int:
+    """``n`` rounded up to a multiple of the size of mesh ``axis`` (the padded replica count)."""
+    size = _axis_size(mesh, axis)
+    return -(-int(n) // size) * size
+
+
+def pad_leading(x, size: int) -> np.ndarray:
+    """Host array ``x`` with its leading axis padded to ``size`` by repeating its last row
+    (valid inputs, so padded replicas compute finite, discarded numbers)."""
+    x = np.asarray(x)
+    n = x.shape[0]
+    if n == size:
+        return x
+    if not 0 < n < size:
+        raise ValueError(f"cannot pad a leading axis of size {n} to {size}")
+    return np.concatenate([x, np.repeat(x[-1:], size - n, axis=0)])
 
 
 def map_runs(mesh: Mesh, fn, static, *args):
@@ -76,16 +100,34 @@ def map_runs(mesh: Mesh, fn, static, *args):
 
     ``fn`` must be a module-level function and ``static`` hashable (a tuple of configs,
     graphdefs, ints): both are jit static arguments, so repeated calls reuse the compiled
-    program. ``args`` are host or device arrays (pytrees) with the same leading size, a
-    multiple of the mesh size; the outputs carry the leading axis, sharded.
+    program. ``args`` are host or device arrays (pytrees) with a leading replica axis of size
+    ``n``, or already padded to ``padded_size(n, mesh)`` (outputs of an earlier call).
+    Host arguments of size ``n`` are padded by repeating their last replica, so every device
+    works whatever ``n`` is.
+
+    Returns:
+      The outputs, sharded over ``RUNS`` with the PADDED leading size: feed them back to
+      ``map_runs`` as they are, and read them with ``to_host(out, n)``, which drops the
+      padding.
     """
-    n = {np.shape(a)[0] for a in jax.tree.leaves(args)}
-    if len(n) != 1:
-        raise ValueError(f"map_runs: every argument needs the same leading size, got {n}")
+    sizes = {np.shape(a)[0] for a in jax.tree.leaves(args)}
+    if not sizes:
+        raise ValueError("map_runs needs at least one array argument")
+    n = min(sizes)
+    total = padded_size(n, mesh)
+    if not sizes <= {n, total}:
+        raise ValueError(f"map_runs: every argument needs the same leading size (or that size "
+                         f"padded to {total} by an earlier call), got {sorted(sizes)}")
+
     def place(a):
-        if isinstance(a, jax.Array) and getattr(a.sharding, "mesh", None) == mesh:
+        if (np.shape(a)[0] == total and isinstance(a, jax.Array)
+                and getattr(a.sharding, "mesh", None) == mesh
+                and tuple(a.sharding.spec)[:1] == (RUNS,)):
             return a
-        return shard_leading(np.asarray(a), mesh, RUNS)
+        if isinstance(a, jax.Array) and not a.is_fully_addressable:
+            raise ValueError("map_runs: a multi-process argument must come from map_runs on "
+                             "the same mesh")
+        return shard_leading(pad_leading(jax.device_get(a), total), mesh, RUNS)
 
     placed = jax.tree.map(place, args)
     with jax.set_mesh(mesh):
@@ -147,9 +189,61 @@ def replicate(x, mesh: Mesh) -> jax.Array:
     return put(x, mesh, P())
 
 
-def to_host(x) -> np.ndarray:
-    """A replicated or fully addressable array (or pytree) as host NumPy arrays."""
-    return jax.tree.map(lambda a: np.asarray(jax.device_get(a)), x)
+def to_host(x, n: int | None = None):
+    """Any array (or pytree) as host NumPy arrays, on every process.
+
+    Arrays whose shards live on other processes' devices are gathered across processes (a
+    collective: every process must call it, as every process runs the same program);
+    replicated and fully addressable arrays are read locally. Typed PRNG keys come back as
+    their key data.
+
+    Args:
+      x: pytree of ``jax.Array``s, NumPy arrays and scalars.
+      n: if given, every leaf's leading axis is cut to ``n`` rows (drops the replicas that
+        :func:`map_runs` or :func:`batched` padded).
+    """
+    def one(a):
+        a = _gather(a)
+        return a if n is None else a[:n]
+
+    return jax.tree.map(one, x)
+
+
+def _gather(a) -> np.ndarray:
+    if not isinstance(a, jax.Array):
+        return np.asarray(a)
+    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        a = jax.random.key_data(a)
+    if a.is_fully_addressable:
+        return np.asarray(jax.device_get(a))
+    if a.is_fully_replicated:
+        return np.asarray(a.addressable_data(0))
+    from jax.experimental import multihost_utils  # Deferred: only multi-process jobs need it.
+
+    return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+
+
+def put_rows(make_rows, n: int, mesh: Mesh, axis: str | tuple[str, ...] = RUNS) -> jax.Array:
+    """A global array whose leading axis (size ``n``) is sharded over mesh ``axis``, built
+    from per-process data: each process calls ``make_rows(rows)`` only for the global row
+    indices its own devices hold, so no process materialises (or generates) the whole array.
+
+    Args:
+      make_rows: ``make_rows(rows: int64 [k]) -> array [k, ...]``; must give the same rows
+        the same values on every process (e.g. data generated from ``(seed, row)``).
+      n: global number of rows; a multiple of the axis size (see :func:`padded_size`).
+      mesh: the mesh.
+      axis: mesh axis (or axes) of the leading dimension.
+    """
+    if n % _axis_size(mesh, axis):
+        raise ValueError(f"n={n} rows are not divisible by the mesh axis {axis!r} of size "
+                         f"{_axis_size(mesh, axis)}; pad to padded_size(n, mesh)")
+    probe = np.asarray(make_rows(np.arange(1)))
+    shape = (int(n),) + probe.shape[1:]
+    rows = np.arange(int(n))
+    sharding = NamedSharding(mesh, P(axis))
+    return jax.make_array_from_callback(
+        shape, sharding, lambda idx: np.asarray(make_rows(rows[idx[0]]), probe.dtype))
 
 
 def _axis_size(mesh: Mesh, axis) -> int:
@@ -157,20 +251,27 @@ def _axis_size(mesh: Mesh, axis) -> int:
     return math.prod(mesh.shape[a] for a in names)
 
 
-def data_mesh(batch: int):
-    """A 1-D ``DATA`` mesh over every device when ``batch`` divides evenly, else None."""
+def data_mesh(batch: int | None = None):
+    """A 1-D ``DATA`` mesh (Auto axes) over every device, or None on a single device.
+
+    :func:`batched` pads each batch to a multiple of the device count, so any batch size
+    uses every device; ``batch`` is accepted for readability and not used.
+    """
+    del batch
     n = jax.device_count()
-    if n > 1 and batch % n == 0:
-        return make_mesh((n,), (DATA,), auto=True)
-    return None
+    return make_mesh((n,), (DATA,), auto=True) if n > 1 else None
 
 
 def batched(fn, n: int, batch: int, *arrays, mesh=None):
-    """Runs ``fn`` on consecutive batches (the last one padded) and concatenates on the host.
+    """Runs ``fn`` on consecutive batches and concatenates the outputs on the host.
 
-    With a ``mesh``, every batch is sharded over its ``DATA`` axis (the caller's parameters
-    must be replicated on the same mesh).
+    The last batch wraps around to the first rows; with a ``mesh`` every batch is rounded up
+    to a multiple of its ``DATA`` axis and sharded over it (the caller's parameters must be
+    replicated on the same mesh). Padded rows are computed and dropped, and outputs are
+    gathered from every process (:func:`to_host`).
     """
+    if mesh is not None:
+        batch = padded_size(batch, mesh, DATA)
     outs = []
     for s0 in range(0, n, batch):
         idx = np.arange(s0, s0 + batch) % n
@@ -180,6 +281,5 @@ def batched(fn, n: int, batch: int, *arrays, mesh=None):
             args = [shard_leading(np.asarray(a)[idx], mesh, DATA)
                     for a in arrays]
         res = fn(*args)
-        keep = min(batch, n - s0)
-        outs.append(jax.tree.map(lambda v: np.asarray(jax.device_get(v))[:keep], res))
+        outs.append(to_host(res, min(batch, n - s0)))
     return jax.tree.map(lambda *v: np.concatenate(v, 0), *outs)

@@ -16,6 +16,8 @@ import os
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from icml26_jax.core import distributed
+
 
 def figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (4.5, 3.5),
            **subplot_kw):
@@ -41,8 +43,11 @@ def figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (4.5, 
 
 
 def save(fig: Figure, path: str | os.PathLike, *, dpi: int = 120) -> str:
-    """Writes ``fig`` as a PNG at ``path`` (parent directories created); returns the path."""
+    """Writes ``fig`` as a PNG at ``path`` (parent directories created) on the writing
+    process (``core.distributed.is_primary``); returns the path on every process."""
     path = os.fspath(path)
+    if not distributed.is_primary():
+        return path
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -156,6 +159,83 @@ def run_entry(paper: str, *flags: str, variant: str | None = None, timeout: floa
     # run_processes formats every argument ({port}, ...): braces in flags stay literal.
     cmd += [f.replace("{", "{{").replace("}", "}}") for f in flags]
     return run_processes(cmd, 1, timeout=timeout, check=check)[0]
+
+
+# Metric names that are wall-clock measurements or process / device counts: they legitimately
+# differ between a 1-process and a 2-process run of the same experiment.
+_TIMING = re.compile(r"(^|_)(s|ms|sec|secs|seconds|time|times|runtime|wall|latency|throughput)"
+                     r"($|_)")
+_COUNTS = frozenset({"devices", "processes", "num_devices", "num_processes", "device_count",
+                     "process_count", "local_devices"})
+
+
+def flat_metrics(metrics) -> dict[str, object]:
+    """``{"a/b/0": leaf}`` of a results.json ``metrics`` tree, without timings and process /
+    device counts (any path component matching them drops the leaf)."""
+    out = {}
+
+    def walk(x, path):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not (_TIMING.search(str(k)) or str(k) in _COUNTS):
+                    walk(v, path + (str(k),))
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, path + (str(i),))
+        else:
+            out["/".join(path)] = x
+
+    walk(metrics, ())
+    return out
+
+
+def assert_results_match(got: dict, want: dict, *, rtol: float = 1e-5, atol: float = 0.0,
+                         err_msg: str = "") -> int:
+    """Asserts two results.json dicts hold the same metrics and claims.
+
+    Every numeric metric (:func:`flat_metrics`) and every claim's ``measured`` agree within
+    ``|got - want| <= atol + rtol |want|`` (NaN equals NaN); other leaves (strings, bools,
+    None) and each claim's ``holds`` are equal. Returns the number of numbers compared.
+
+    Raises:
+      AssertionError: listing every mismatch (up to 20).
+    """
+    a, b = flat_metrics(got["metrics"]), flat_metrics(want["metrics"])
+    bad = []
+    if set(a) != set(b):
+        bad.append(f"metric paths differ: only in got {sorted(set(a) - set(b))[:10]}, only in "
+                   f"want {sorted(set(b) - set(a))[:10]}")
+    pairs = [(f"metrics/{k}", a[k], b[k]) for k in sorted(set(a) & set(b))]
+    ca = {c["name"]: c for c in got["claims"]}
+    cb = {c["name"]: c for c in want["claims"]}
+    if list(ca) != list(cb):
+        bad.append(f"claim names differ: {list(ca)} vs {list(cb)}")
+    for k in ca.keys() & cb.keys():
+        pairs.append((f"claims/{k}/measured", ca[k]["measured"], cb[k]["measured"]))
+        pairs.append((f"claims/{k}/holds", ca[k]["holds"], cb[k]["holds"]))
+    n = 0
+    for name, x, y in pairs:
+        if isinstance(x, bool) or isinstance(y, bool) or not (
+                isinstance(x, (int, float)) and isinstance(y, (int, float))):
+            if x != y:
+                bad.append(f"{name}: {x!r} != {y!r}")
+            continue
+        n += 1
+        if math.isnan(x) and math.isnan(y):
+            continue
+        if not abs(x - y) <= atol + rtol * abs(y):
+            bad.append(f"{name}: {x!r} vs {y!r} (rel {abs(x - y) / max(abs(y), 1e-300):.2g})")
+    if bad:
+        prefix = f"{err_msg}: " if err_msg else ""
+        raise AssertionError(f"{prefix}{len(bad)} mismatches (rtol={rtol}, atol={atol}):\n  "
+                             + "\n  ".join(bad[:20]))
+    return n
+
+
+def load_json(path) -> object:
+    """The JSON document at ``path``."""
+    with open(path) as f:
+        return json.load(f)
 
 
 def _tail(text: str, lines: int = 30) -> str:

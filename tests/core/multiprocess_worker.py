@@ -2,7 +2,11 @@
 
 Each process owns 2 CPU devices; together they psum a value over all devices, then save
 and restore a sharded checkpoint (orbax coordinates the processes). Prints ``PSUM <value>``
-and ``RESTORED <sum>`` lines that the test checks.
+and ``RESTORED <sum>`` lines that the test checks, then exercises the core helpers that span
+processes: ``mesh.to_host`` of an array sharded over both processes, ``mesh.map_runs`` over
+replica counts that do not divide the 4 devices, ``mesh.put_rows`` (each process generates only
+its own rows), ``mesh.batched`` and ``distributed.primary_first`` (``HOST``, ``RUNS``, ``ROWS``,
+``BATCHED`` and ``FIRST`` lines).
 """
 
 import argparse
@@ -45,6 +49,41 @@ def main():
         same = all(np.array_equal(a, b) for a, b in zip(got, mine))
         print(f"RESTORED step {restored['step']} local_sum {sum(float(g.sum()) for g in got)} "
               f"same {same}", flush=True)
+
+    from icml26_jax.core import mesh as mesh_lib
+
+    print(f"HOST {mesh_lib.to_host(x).tolist()}", flush=True)  # spans both processes
+    runs = mesh_lib.runs_mesh()
+    for n in (3, 5, 6):
+        out = mesh_lib.map_runs(runs, _replica, 2.0, np.arange(n, dtype=np.float32),
+                                np.ones((n, 2), np.float32))
+        again = mesh_lib.map_runs(runs, _replica, 2.0, out[0], out[1])  # padded outputs back in
+        print(f"RUNS n={n} shape={out[0].shape[0]} devices={len(out[0].sharding.device_set)} "
+              f"{mesh_lib.to_host(again, n)[0].tolist()}", flush=True)
+    calls = []
+    y = mesh_lib.put_rows(lambda r: (calls.append(r.tolist()),
+                                     np.stack([r, 10 * r], 1).astype(np.float32))[1], 8, runs)
+    print(f"ROWS {mesh_lib.to_host(y)[:, 1].tolist()} mine={sorted(sum(calls[1:], []))}",
+          flush=True)
+    data = mesh_lib.data_mesh()
+    b = mesh_lib.batched(jax.jit(lambda v: v * 3), 7, 3, np.arange(7, dtype=np.float32),
+                         mesh=data)
+    print(f"BATCHED {b.tolist()}", flush=True)
+    from icml26_jax.core import data as data_lib
+
+    src = [{"x": np.float32(i)} for i in range(8)]
+    share = next(data_lib.batches(src, 8, seed=0, shuffle=False))
+    g = data_lib.global_batch(share, runs)
+    print(f"GLOBAL {g['x'].shape[0]} local={share['x'].tolist()} "
+          f"{mesh_lib.to_host(g['x']).tolist()}", flush=True)
+    order = []
+    got = distributed.primary_first(lambda: order.append(jax.process_index()) or len(order),
+                                    "worker")
+    print(f"FIRST {got}", flush=True)
+
+
+def _replica(scale, a, b):
+    return a * scale, b + a
 
 if __name__ == "__main__":
     main()

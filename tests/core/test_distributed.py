@@ -36,3 +36,16 @@ def test_bad_counts():
         distributed.maybe_initialize(num_processes=0)
     with pytest.raises(ValueError, match="num_cpu_devices must be >= 1"):
         distributed.maybe_initialize(num_cpu_devices=0)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "host:", ":123", "h:99999", "h:x1"])
+def test_bad_coordinator_address(address):
+    with pytest.raises(ValueError, match="--coordinator_address must be host:port"):
+        distributed.maybe_initialize(address, 2, 0)
+
+
+def test_barrier_and_primary_first_single_process():
+    calls = []
+    distributed.barrier("noop")
+    assert distributed.primary_first(lambda: calls.append(1) or "x", "t") == "x"
+    assert calls == [1]

@@ -86,11 +86,88 @@ def test_sharded_computation_matches_host():
     np.testing.assert_allclose(mesh_lib.to_host(y), np.sum(x ** 2, axis=1), rtol=1e-6)
 
 
-def test_runs_mesh_largest_divisor():
-    from icml26_jax.core import mesh as mesh_lib
+def test_runs_mesh_uses_every_device():
+    for n in (None, 1, 3, 7, 11, 15, 16):
+        assert mesh_lib.runs_mesh(n).shape[RUNS] == 8
+    assert [mesh_lib.padded_size(n, mesh_lib.runs_mesh()) for n in (1, 3, 8, 9, 15)] == [
+        8, 8, 8, 16, 16]
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        mesh_lib.runs_mesh(0)
 
-    assert mesh_lib.runs_mesh(15).shape[mesh_lib.RUNS] == 5
-    assert mesh_lib.runs_mesh(16).shape[mesh_lib.RUNS] == 8
-    assert mesh_lib.runs_mesh(6).shape[mesh_lib.RUNS] == 6
-    assert mesh_lib.runs_mesh(7).shape[mesh_lib.RUNS] == 7
-    assert mesh_lib.runs_mesh(11).shape[mesh_lib.RUNS] == 1
+
+def _affine(scale, a, b):
+    return jnp.tanh(a * scale) + b.sum(), {"sq": a ** 2}
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 8, 11])
+def test_map_runs_pads_any_replica_count(n):
+    mesh = mesh_lib.runs_mesh(n)
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=(n, 4)).astype(np.float32)
+    b = rng.normal(size=(n, 2)).astype(np.float32)
+    out = mesh_lib.map_runs(mesh, _affine, 1.5, a, b)
+    total = mesh_lib.padded_size(n, mesh)
+    assert out[0].shape == (total, 4) and len(out[0].sharding.device_set) == 8
+    want = jax.vmap(lambda x, y: _affine(1.5, x, y))(a, b)
+    got = mesh_lib.to_host(out, n)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1]["sq"], want[1]["sq"], rtol=1e-6)
+    # Padded outputs go back in as they are, mixed with unpadded host arguments.
+    again = mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine, 1.5, out[0], b), n)
+    want2 = jax.vmap(lambda x, y: _affine(1.5, x, y))(want[0], b)
+    np.testing.assert_allclose(again[0], want2[0], rtol=1e-6)
+
+
+def test_map_runs_rejects_mismatched_sizes():
+    mesh = mesh_lib.runs_mesh()
+    with pytest.raises(ValueError, match="same leading size"):
+        mesh_lib.map_runs(mesh, _affine, 1.0, np.zeros((3, 4), np.float32),
+                          np.zeros((5, 2), np.float32))
+
+
+def test_pad_leading_repeats_the_last_row():
+    x = np.arange(6).reshape(3, 2)
+    np.testing.assert_array_equal(mesh_lib.pad_leading(x, 5)[3:], [[4, 5], [4, 5]])
+    assert mesh_lib.pad_leading(x, 3) is x
+    with pytest.raises(ValueError, match="cannot pad"):
+        mesh_lib.pad_leading(x, 2)
+
+
+def test_to_host_trims_and_reads_keys():
+    keys = jax.random.split(jax.random.key(0), 4)
+    got = mesh_lib.to_host({"k": keys, "x": np.arange(4)}, 3)
+    np.testing.assert_array_equal(got["k"], np.asarray(jax.random.key_data(keys))[:3])
+    np.testing.assert_array_equal(got["x"], [0, 1, 2])
+
+
+def test_put_rows_builds_only_requested_rows():
+    mesh = mesh_lib.runs_mesh()
+    asked = []
+
+    def rows(r):
+        asked.append(np.asarray(r))
+        return np.stack([r, -r], 1).astype(np.float32)
+
+    y = mesh_lib.put_rows(rows, 16, mesh)
+    assert y.sharding.spec == P(RUNS)
+    np.testing.assert_array_equal(mesh_lib.to_host(y)[:, 1], -np.arange(16))
+    # One probe row, then one call per device with that device's two rows.
+    assert [len(r) for r in asked[1:]] == [2] * 8
+    with pytest.raises(ValueError, match="not divisible"):
+        mesh_lib.put_rows(rows, 12, mesh)
+
+
+@pytest.mark.parametrize("n, batch", [(7, 3), (16, 8), (5, 16)])
+def test_batched_pads_to_the_devices(n, batch):
+    mesh = mesh_lib.data_mesh()
+    assert mesh.shape[mesh_lib.DATA] == 8
+    x = np.arange(n, dtype=np.float32)
+    seen = []
+
+    def fn(v):
+        seen.append(v.shape[0])
+        return v * 2
+
+    np.testing.assert_array_equal(mesh_lib.batched(fn, n, batch, x, mesh=mesh), 2 * x)
+    assert set(seen) == {mesh_lib.padded_size(batch, mesh, mesh_lib.DATA)}
+    np.testing.assert_array_equal(mesh_lib.batched(fn, n, batch, x), 2 * x)

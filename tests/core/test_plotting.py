@@ -41,3 +41,17 @@ def test_no_pyplot_state():
 def test_bad_grid():
     with pytest.raises(ValueError, match="nrows and ncols must be >= 1"):
         plotting.figure(0, 1)
+
+
+def test_save_writes_only_on_the_primary_process(tmp_path, monkeypatch):
+    import jax
+
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [1, 0])
+    monkeypatch.setattr(jax, "process_index", lambda: 1)
+    path = plotting.save(fig, tmp_path / "sub" / "p.png")
+    assert path == str(tmp_path / "sub" / "p.png")
+    assert not (tmp_path / "sub").exists()
+    monkeypatch.setattr(jax, "process_index", lambda: 0)
+    plotting.save(fig, tmp_path / "sub" / "p.png")
+    assert (tmp_path / "sub" / "p.png").stat().st_size > 0

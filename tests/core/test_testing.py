@@ -124,4 +124,22 @@ def test_two_processes_psum(tmp_path):
         assert lines[0] == f"PSUM 10.0 devices 4 process {i}", r.stdout
         # Process 0 holds devices with values 1, 2; process 1 holds 3, 4.
         assert lines[1] == f"RESTORED step 3 local_sum {3.0 if i == 0 else 7.0} same True"
+        out = r.stdout
+        # Every process reads the whole array, half of whose shards live on the other one.
+        assert "HOST [1.0, 2.0, 3.0, 4.0]" in out, out
+        # Replica axes of 3, 5 and 6 use all 4 devices (padded to 4, 8, 8); the padding is
+        # dropped on the host and the padded outputs go back into map_runs unchanged.
+        assert "RUNS n=3 shape=4 devices=4 [0.0, 4.0, 8.0]" in out, out
+        assert "RUNS n=5 shape=8 devices=4 [0.0, 4.0, 8.0, 12.0, 16.0]" in out, out
+        assert "RUNS n=6 shape=8 devices=4 [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]" in out, out
+        # put_rows: each process generated only the rows of its own two devices.
+        mine = "[0, 1, 2, 3]" if i == 0 else "[4, 5, 6, 7]"
+        assert f"ROWS [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0] mine={mine}" in out, out
+        assert "BATCHED [0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0]" in out, out
+        # global_batch: each process contributes its own 4 rows of the global batch of 8.
+        local = "[0.0, 1.0, 2.0, 3.0]" if i == 0 else "[4.0, 5.0, 6.0, 7.0]"
+        assert (f"GLOBAL 8 local={local} [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]"
+                in out), out
+        # primary_first: fn ran exactly once on each process (and returned its result there).
+        assert "FIRST 1" in out, out
     assert (tmp_path / "ckpt" / "3").is_dir()
