@@ -11,10 +11,11 @@ clients x 3 vmapped seeds, 100 images per client, batch 20), compile time kept a
     weights lowers to a grouped convolution. ``model.conv3x3`` is swapped by a context manager
     and the function re-traced; both must give the same client models before they are timed.
     client-steps = clients x seeds x epochs x batches per epoch. Target >= 3x.
-(b) one "fml" round (``make_round``'s ``round_fn``, one local epoch) with the clients placed by
-    ``train.place`` on the users mesh (``shard_clients``: gcd(N, 8) of the 8 simulated CPU
-    devices; params and target replicated as in ``train.train_method``) against unsharded
-    (one device): N = 10 (2 devices) and N = 8 (8 devices, domain_counts (2, 2, 2, 2)).
+(b) one "fml" round (one local epoch) with the client x seed rows placed by ``train.place``
+    over the 8 simulated CPU devices (``shard_clients``: rows padded to a multiple of 8;
+    ``clients.make_flat_round``, params and target replicated as in ``train.train_method``)
+    against ``make_round``'s ``round_fn`` unsharded (one device): N = 10 (30 rows padded to
+    32) and N = 8 (24 rows, domain_counts (2, 2, 2, 2)).
     Seconds per round and their ratio, and the new global models must agree; no target.
 (c) server cost of one "fml" round at the default local_epochs = 5: the clients' summary
     (features + ``manifolds.compress``: ``clients.client_summary`` vmapped as in ``round_fn``)
@@ -216,22 +217,30 @@ def bench_round(c, graphdef, g, target, host: dict, repeats: int, unsharded=None
            "domain_counts": list(c.domain_counts), "local_epochs": int(c.local_epochs)}
     outputs = {}
     for shard in (False, True):
-        cs = c.copy_and_resolve_references()
-        cs.shard_clients = shard
-        placed, mesh = train.place(cs, host)
-        gg, tt = g, target
-        if mesh is not None:  # as train.train_method: the round's outputs are replicated
-            gg, tt = jax.tree.map(lambda a: mesh_lib.replicate(a, mesh), (g, target))
-        args = (gg, tt, use, placed["x"], placed["y"], placed["mask"], placed["n"], keys)
+        if not shard:  # round_fn's [N, S] layout on one device
+            fn, devices = round_fn, 1
+            args = (g, target, use, *(jnp.asarray(host[k]) for k in ("x", "y", "mask", "n")),
+                    keys)
+        else:  # as train.train_method: flat rows over every device, the rest replicated
+            cs = c.copy_and_resolve_references()
+            cs.shard_clients = True
+            placed, mesh = train.place(cs, host)
+            flat = clients.make_flat_round(METHOD, c, graphdef, mesh)
+            fn = lambda g_, t_, u, x, y, m, s, n, k: flat(g_, t_, u, x, y, m, s, n,
+                                                          jax.random.wrap_key_data(k))
+            gg, tt = jax.tree.map(lambda a: mesh_lib.replicate(np.asarray(a), mesh),
+                                  (g, target))
+            args = (gg, tt, use, placed["x"], placed["y"], placed["mask"], placed["seed"],
+                    placed["n"], train.place_keys(keys, mesh, placed["x"].shape[0]))
+            devices = len(placed["x"].sharding.device_set)
         if shard or unsharded is None:
-            compiled, compile_s, _ = _compile(round_fn, *args)
+            compiled, compile_s, _ = _compile(fn, *args)
         else:
             compiled, compile_s = unsharded
         outputs[shard] = _run(compiled, *args)
         sec = _seconds(compiled, args, repeats)
         name = "sharded" if shard else "unsharded"
-        out[name] = {"round_s": sec, "compile_s": compile_s,
-                     "devices": len(placed["x"].sharding.device_set)}
+        out[name] = {"round_s": sec, "compile_s": compile_s, "devices": devices}
         if not shard:
             ref = {"args": args, "outputs": outputs[False]}
         print(f"(b) N={N} {name:>9} ({out[name]['devices']} device(s)): {sec:.3f} s/round "
@@ -447,9 +456,7 @@ def main(argv):
     S, N = len(train.seed_list(cs)), int(cs.n_clients)
     target0 = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape),
                            clients.init_target(spec, cs, N))
-    cu = cs.copy_and_resolve_references()
-    cu.shard_clients = False
-    dev, _ = train.place(cu, host10)
+    dev = {k: jnp.asarray(v) for k, v in host10.items()}  # round_fn's [N, S] layout
     args1 = (params0, target0, jnp.float32(0.0), dev["x"], dev["y"], dev["mask"], dev["n"],
              train.round_keys(cs, 0, N))
     round_c, compile_round, _ = _compile(round_fn, *args1)

@@ -22,8 +22,7 @@ from icml26_jax.core import flags as common  # noqa: E402
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "gp2scale", "configs.py")
 COMMON = common.define_flags("gp2scale")
-# The sparse mat-mats do not shard over simulated devices; one CPU device by default (the
-# tests shard the RHS columns over 8).
+# The sparse mat-mats do not shard over simulated devices; one CPU device by default.
 flags.FLAGS.set_default("num_cpu_devices", 1)
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
                                          "after ':', one of default, smoke).")

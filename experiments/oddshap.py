@@ -23,7 +23,8 @@ from icml26_jax.core import flags as common  # noqa: E402
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "oddshap", "configs.py")
 COMMON = common.define_flags("oddshap")
-# Seeds x explicands are vmapped on one device (the tests shard them over 8).
+# Simulated CPU devices share the same cores: one CPU device by default. With more devices
+# (--num_cpu_devices, GPUs, several processes) each cell's seeds x explicands shard over all.
 flags.FLAGS.set_default("num_cpu_devices", 1)
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
                                          "after ':', one of default, smoke).")

@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from jax.sharding import PartitionSpec as P
 
 from icml26_jax.atc_cusum import atc, baselines, envs, metrics
 from icml26_jax.atc_cusum.configs import SUITES
@@ -118,67 +117,46 @@ def predict(spec: tuple, x: jax.Array, mu: jax.Array | None = None):
     raise ValueError(f"unknown learner {kind!r}")
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _scores(spec, x, mu, ts):
-    """Per run: regret, prefix regret at ``ts``, alarm count, any alarm in (T/2, T]."""
-    def one(x, mu, ts):
-        pred, alarm = predict(spec, x, mu)
-        err = jnp.cumsum((pred - mu) ** 2)
-        half = x.shape[0] // 2
-        return err[-1], err[ts - 1], jnp.sum(alarm), jnp.any(alarm[half:])
-
-    # A map over the runs axis: each device runs its own runs, no communication (the
-    # library learners are written per series, so replication checks are off).
-    R = P(mesh_lib.RUNS)
-    return jax.shard_map(jax.vmap(one, in_axes=(0, 0, None)), in_specs=(R, R, P()),
-                         out_specs=R, check_vma=False)(x, mu, ts)
+def _scores_one(spec, x, mu, ts):
+    """One run: regret, prefix regret at ``ts``, alarm count, any alarm in (T/2, T]."""
+    pred, alarm = predict(spec, x, mu)
+    err = jnp.cumsum((pred - mu) ** 2)
+    half = x.shape[0] // 2
+    return err[-1], err[ts - 1], jnp.sum(alarm), jnp.any(alarm[half:])
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _grid_regret(kind, values, x, mu):
-    """Regret ``[G, R]`` of window (``kind="window"``) or discount over a grid of values."""
-    def one(v, x, mu):
-        pred = (baselines.sliding_window(x, v) if kind == "window"
-                else baselines.discounted_mean(x, v))
-        return jnp.sum((pred - mu) ** 2)
-
-    def local(values, x, mu):
-        return jax.vmap(lambda v: jax.vmap(lambda a, b: one(v, a, b))(x, mu))(values)
-
-    R = P(mesh_lib.RUNS)
-    return jax.shard_map(local, in_specs=(P(), R, R), out_specs=P(None, mesh_lib.RUNS),
-                         check_vma=False)(values, x, mu)
+def _grid_one(kind, x, mu, values):
+    """One run: regret ``[G]`` of window (``kind="window"``) or discount over ``values``."""
+    fn = baselines.sliding_window if kind == "window" else baselines.discounted_mean
+    return jax.vmap(lambda v: jnp.sum((fn(x, v) - mu) ** 2))(values)
 
 
 _atc_jit = jax.jit(atc.atc_predict, static_argnums=0)
 
 
-def _sharded(*arrays):
-    m = mesh_lib.runs_mesh(arrays[0].shape[0])
-    return m, [mesh_lib.shard_leading(np.asarray(a), m, mesh_lib.RUNS) for a in arrays]
-
-
 def scores(spec: tuple, x: np.ndarray, mu: np.ndarray, ts=None) -> dict:
-    """Runs learner ``spec`` on ``x [R, T]`` (runs sharded over the devices).
+    """Runs learner ``spec`` on ``x [R, T]``, the runs sharded over every device
+    (``core.mesh.map_runs``; R need not divide the device count).
 
     Returns:
       ``{"regret" [R], "prefix" [R, len(ts)], "alarms" [R], "late_alarm" [R] bool}``.
     """
-    T = x.shape[1]
+    R, T = x.shape
     ts = np.asarray([T] if ts is None else ts, np.int32)
-    m, (xs, mus) = _sharded(x, mu)
-    with jax.set_mesh(m):
-        reg, pre, n, late = mesh_lib.to_host(_scores(spec, xs, mus, mesh_lib.replicate(ts, m)))
+    out = mesh_lib.map_runs(mesh_lib.runs_mesh(R), _scores_one, spec, x, mu,
+                            np.broadcast_to(ts, (R, len(ts))))
+    reg, pre, n, late = mesh_lib.to_host(out, R)
     return {"regret": reg, "prefix": pre, "alarms": n, "late_alarm": late}
 
 
 def grid_regret(kind: str, values, x: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """Regret ``[G, R]`` of ``sliding_window`` / ``discounted_mean`` over ``values``."""
-    dtype = np.int32 if kind == "window" else x.dtype
-    m, (xs, mus) = _sharded(x, mu)
-    with jax.set_mesh(m):
-        return mesh_lib.to_host(_grid_regret(kind, mesh_lib.replicate(np.asarray(values, dtype), m), xs,
-                                              mus))
+    """Regret ``[G, R]`` of ``sliding_window`` / ``discounted_mean`` over ``values`` (the
+    runs sharded over every device)."""
+    R = x.shape[0]
+    values = np.asarray(values, np.int32 if kind == "window" else x.dtype)
+    out = mesh_lib.map_runs(mesh_lib.runs_mesh(R), _grid_one, kind, x, mu,
+                            np.broadcast_to(values, (R, len(values))))
+    return mesh_lib.to_host(out, R).T
 
 
 def tuned(kind: str, values, x_tune, mu_tune, x_eval, mu_eval) -> dict:

@@ -18,6 +18,7 @@ import numpy as np
 from absl import logging
 
 from icml26_jax.baguan_ts import baselines, data_real, metrics, predict, prior
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core import results
 
 # The real-task win-rate field (spec claim 10), Baguan first.
@@ -61,10 +62,11 @@ def task_config(icfg: predict.InferenceConfig, task) -> predict.InferenceConfig:
     return dataclasses.replace(icfg, M=task.M, K=min(icfg.K, task.K_max))
 
 
-def baguan_on(graphdef, params, tasks, icfg, key) -> dict:
+def baguan_on(graphdef, params, tasks, icfg, key, mesh=None) -> dict:
     """Forecasts every origin of every task: {task name: (mean [3, H], q [3, H, 9])}.
 
-    Tasks that share (M, K, H) are forecast in one compiled call."""
+    Tasks that share (M, K, H) are forecast in one compiled call, their (task, origin) series
+    sharded over the ``DATA`` axis of ``mesh`` (every device) when one is given."""
     out = {}
     groups = {}
     for t in tasks:
@@ -73,7 +75,7 @@ def baguan_on(graphdef, params, tasks, icfg, key) -> dict:
         cfg = dataclasses.replace(icfg, M=M, K=K)
         series = [w[:3] for t in ts for w in windows(t)]
         ms = [t.m for t in ts for _ in t.origins]
-        mean, q = predict.forecast_many(graphdef, params, series, H, cfg, key, m=ms)
+        mean, q = predict.forecast_many(graphdef, params, series, H, cfg, key, m=ms, mesh=mesh)
         i = 0
         for t in ts:
             n = len(t.origins)
@@ -143,6 +145,7 @@ def score(tasks, forecasts: dict) -> dict:
 def evaluate(c, pre: dict, main: str, icfg: predict.InferenceConfig, key) -> dict:
     """Runs every method on the synthetic and real tasks; returns the metrics dict."""
     syn, real = eval_sets(c)
+    mesh = mesh_lib.data_mesh()  # the model's series over every device (None: one device)
     smoke = bool(c.mini_prior)
     g, p = pre["graphdefs"][main], pre["params"][main]
     times, fc_syn, fc_real = {}, {}, {}
@@ -154,22 +157,22 @@ def evaluate(c, pre: dict, main: str, icfg: predict.InferenceConfig, key) -> dic
             max_workers=int(c.eval_workers), mp_context=multiprocessing.get_context("spawn"))
         futures = submit_host_baselines(pool, host, [syn, real])
     t0 = time.time()
-    fc_syn["baguan"] = baguan_on(g, p, syn, icfg, key)
-    fc_real["baguan"] = baguan_on(g, p, real, icfg, key)
+    fc_syn["baguan"] = baguan_on(g, p, syn, icfg, key, mesh)
+    fc_real["baguan"] = baguan_on(g, p, real, icfg, key, mesh)
     times["baguan"] = time.time() - t0
     ablations = SMOKE_ABLATIONS if smoke else tuple(ABLATIONS) if c.ablations else ()
     for name in ablations:
         t0 = time.time()
         cfg = dataclasses.replace(icfg, **ABLATIONS[name])
-        fc_syn[name] = baguan_on(g, p, syn, cfg, key)
+        fc_syn[name] = baguan_on(g, p, syn, cfg, key, mesh)
         if name == "2d":
-            fc_real[name] = baguan_on(g, p, real, cfg, key)
+            fc_real[name] = baguan_on(g, p, real, cfg, key, mesh)
         times[name] = time.time() - t0
         logging.info("evaluated %s (%.0f s)", name, times[name])
     if "co_off" in pre["params"] and not smoke:
         t0 = time.time()
         fc_syn["co_off"] = baguan_on(pre["graphdefs"]["co_off"], pre["params"]["co_off"], syn,
-                                     icfg, key)
+                                     icfg, key, mesh)
         times["co_off"] = time.time() - t0
     for name in names:
         if name in futures:

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from icml26_jax.baguan_ts import losses, normalize, retrieval
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.baguan_ts.configs import MODES, RAGS
 
 F_MAX = 3  # covariate columns every series is padded to (the prior draws F in 0..3)
@@ -184,9 +185,10 @@ def forecast_normalised(model, y, X, feat_mask, t0, L: int, H: int, m: int,
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "L", "H", "icfg"))
-def _forecast_many(graphdef, params, y, X, feat_mask, t0, m, keys, *, L, H, icfg):
+def _forecast_many(graphdef, params, y, X, feat_mask, t0, m, key_data, *, L, H, icfg):
     from flax import nnx
 
+    keys = jax.random.wrap_key_data(key_data)
     model = nnx.merge(graphdef, params)
     borders = losses.bar_borders(model.cfg.bins)
     fn = lambda y1, X1, fm, t, m1, k: forecast_normalised(  # noqa: E731
@@ -218,10 +220,14 @@ def prepare(y_train, X_train, X_test, H: int, L: int):
     return y, Xp, fm, n - L
 
 
-def forecast_many(graphdef, params, series, H: int, icfg: InferenceConfig, key, *, m=1):
+def forecast_many(graphdef, params, series, H: int, icfg: InferenceConfig, key, *, m=1,
+                  mesh=None):
     """Forecasts a list of ``(y_train, X_train, X_test)`` in one compiled call.
 
     Every history is cropped to the same length ``L = min(context_len, shortest history)``.
+    With a ``mesh`` (``core.mesh.data_mesh()``) the series are sharded over its ``DATA`` axis
+    (every device of every process; ``core.mesh.batched`` pads them to a multiple of the
+    device count) and the parameters are replicated on it.
 
     Args:
       graphdef, params: ``nnx.split(model, nnx.Param)`` of a pretrained ``BaguanTS``.
@@ -230,9 +236,10 @@ def forecast_many(graphdef, params, series, H: int, icfg: InferenceConfig, key, 
       icfg: :class:`InferenceConfig`.
       key: typed ``jax.random.key``; series i uses ``split(key, n)[i]``.
       m: season length(s) (an int, or one per series): the 2D mode's season phase.
+      mesh: None (one device) or a ``DATA`` mesh to shard the series over.
 
     Returns:
-      ``(mean [n, H], q [n, H, 9])`` numpy float32 in data units.
+      ``(mean [n, H], q [n, H, 9])`` numpy float32 in data units (on every process).
     """
     if not series:
         raise ValueError("series must hold at least one (y_train, X_train, X_test)")
@@ -243,11 +250,18 @@ def forecast_many(graphdef, params, series, H: int, icfg: InferenceConfig, key, 
     prepped = [prepare(*s, H, L) for s in series]
     y, X, fm, t0 = (np.stack([p[i] for p in prepped]) for i in range(4))
     ms = np.broadcast_to(np.asarray(m, np.int32), (len(series),))
-    keys = jax.random.split(key, len(series))
-    mean, q = _forecast_many(graphdef, params, jnp.asarray(y), jnp.asarray(X),
-                             jnp.asarray(fm), jnp.asarray(t0, jnp.int32), jnp.asarray(ms),
-                             keys, L=L, H=int(H), icfg=icfg)
-    return np.asarray(mean), np.asarray(q)
+    keys = jax.random.key_data(jax.random.split(key, len(series)))  # uint32 [n, 2]
+    t0 = np.asarray(t0, np.int32)
+    if mesh is None:
+        mean, q = _forecast_many(graphdef, params, jnp.asarray(y), jnp.asarray(X),
+                                 jnp.asarray(fm), jnp.asarray(t0), jnp.asarray(ms), keys, L=L,
+                                 H=int(H), icfg=icfg)
+        return np.asarray(mean), np.asarray(q)
+    params = jax.tree.map(lambda a: mesh_lib.replicate(mesh_lib.to_host(a), mesh), params)
+    n = len(series)
+    return mesh_lib.batched(
+        lambda *a: _forecast_many(graphdef, params, *a, L=L, H=int(H), icfg=icfg), n, n,
+        y, X, fm, t0, ms, mesh_lib.to_host(keys), mesh=mesh)
 
 
 def forecast(graphdef, params, X_train, y_train, X_test, cfg: InferenceConfig, key, *,

@@ -313,13 +313,14 @@ def load_model(workdir_or_path: str):
 def run(config, workdir: str) -> dict:
     """Pretraining, evaluation, claims, figures and the saved model; returns results."""
     from icml26_jax.baguan_ts import evaluate, report
-    from icml26_jax.core import results
+    from icml26_jax.core import distributed, results
 
     c = config
     normalise_config(c)
     validate_config(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     pre = pretrain(c, workdir)
     main = main_model(pre)
     save_model(workdir, pre["graphdefs"][main], pre["params"][main], c)
@@ -346,4 +347,5 @@ def run(config, workdir: str) -> dict:
                                  runtime_s=time.time() - t_start, figures=figs)
     logging.info("results: %s (%.0f s; stages %s)", path, time.time() - t_start,
                  {k: round(v) for k, v in times.items()})
+    distributed.barrier("baguan_ts_results")  # process 0 wrote results.json
     return results.load_results(workdir)

@@ -157,9 +157,12 @@ def _fit_ae(c, model, loss_fn, data: np.ndarray, workdir: str, stage: str, salt:
     logs = {"loss": np.zeros((steps,), np.float32)}
 
     def advance(carry, lg, start, n):
-        carry, losses = checkpoint.steps_loop(one, carry, start, n, "loss")
+        # jax.device_put: the carry is the host copy of the previous chunk (see below).
+        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss")
         lg["loss"][start:start + n] = losses
-        return carry, f"mse {float(np.mean(lg['loss'][start:start + n])):.5f}"
+        # Every process trains the same AE on its first device; the checkpointed state is a
+        # host copy (orbax writes it from process 0).
+        return jax.device_get(carry), f"mse {float(np.mean(lg['loss'][start:start + n])):.5f}"
 
     fp = checkpoint.config_fingerprint({"stage": stage, **_fields(c, "seed", "pool", "ae_width",
                                                                    "ae_steps", "ae_lr",
@@ -291,10 +294,10 @@ def train_arm(c, name: str, latents, text_ids, workdir: str):
 
     def advance(carry, lg, start, n):
         t0 = time.time()
-        carry, losses = checkpoint.steps_loop(one, carry, start, n, "loss")
+        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss")
         lg["loss"][start:start + n] = losses
         lg["step_s"] = np.asarray((time.time() - t0) / n)  # of the latest chunk
-        return carry, f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"
+        return jax.device_get(carry), f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"
 
     fp = checkpoint.config_fingerprint({"stage": name, "frames": spec.frames, "steps": steps,
                                         **_fields(c, *_ARM_FIELDS)})
@@ -348,26 +351,30 @@ def make_sampler(c, graphdef, num_frames: int, ae, cfg: float, all_frames: bool)
 def sample_images(c, graphdef, params, ae, rows: list[dict], per_prompt: int, cfg: float,
                   key, num_frames: int, all_frames: bool = False) -> np.ndarray:
     """``uint8 [len(rows) * per_prompt, F', 32, 32, 3]``: sample j of prompt p at row
-    ``p * per_prompt + j``. Batches of ``eval_batch`` are sharded over a ``DATA`` mesh when
-    the device count divides them (parameters replicated)."""
+    ``p * per_prompt + j``. Batch j of ``eval_batch`` rows draws its noise from ``keys[j]``;
+    it is padded (with wrapped rows, whose images are dropped) to a multiple of the device
+    count and sharded over every device of a ``DATA`` mesh (parameters replicated), and the
+    images are gathered from every process."""
     ids, mask = tokenize_all(rows)
     ids, mask = np.repeat(ids, per_prompt, 0), np.repeat(mask, per_prompt, 0)
     n, bs = len(ids), int(c.eval_batch)
     mesh = mesh_lib.data_mesh(bs)
+    width = bs  # rows computed per batch: bs padded to a multiple of the device count
     if mesh is not None:
         params = jax.tree.map(lambda a: mesh_lib.replicate(np.asarray(a), mesh), params)
+        width = mesh_lib.padded_size(bs, mesh, mesh_lib.DATA)
     fn = make_sampler(c, graphdef, num_frames, ae, cfg, all_frames)
     keys = np.asarray(jax.random.key_data(jax.random.split(key, (n + bs - 1) // bs)))
     outs = []
     for j, s0 in enumerate(range(0, n, bs)):
-        idx = np.arange(s0, s0 + bs) % n
+        idx = np.arange(s0, s0 + width) % n
         k = jax.random.wrap_key_data(jnp.asarray(keys[j]))
         if mesh is None:
             out = fn(params, jnp.asarray(ids[idx]), jnp.asarray(mask[idx]), k)
         else:
             out = fn(params, mesh_lib.shard_leading(ids[idx], mesh, mesh_lib.DATA),
                      mesh_lib.shard_leading(mask[idx], mesh, mesh_lib.DATA), k)
-        outs.append(to_uint8(jax.device_get(out))[:min(bs, n - s0)])
+        outs.append(to_uint8(mesh_lib.to_host(out, min(bs, n - s0))))
     return np.concatenate(outs)
 
 
@@ -500,7 +507,8 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     normalise_config(c)
     configs.validate(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer of the workdir's own files
+        os.makedirs(workdir, exist_ok=True)
     stage_s = {}
     test_rows = test_metadata(int(c.prompts_per_tag))
     val_rows = val_metadata(int(c.val_prompts_per_tag), test_rows)

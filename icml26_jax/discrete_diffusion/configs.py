@@ -51,7 +51,6 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.num_samples = 128  # samples per (family, T) for the Pareto table
     c.sample_steps = (4, 8, 16, 64)
     c.pareto_budgets = ()  # budgets with a Pareto table (empty: every budget)
-    c.shard = True  # replicas of a group sharded over the devices
     # The HMM language (spec §Data; a constant of the repository).
     c.hmm = ml_collections.ConfigDict(dict(
         seed=0, num_states=128, vocab_size=64, successors=4, emissions=8, concentration=0.5))

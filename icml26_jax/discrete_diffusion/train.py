@@ -24,7 +24,7 @@ import numpy as np
 import optax
 from absl import logging
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.flags import as_tuple
 from icml26_jax.core.optim import promotion_safe
@@ -260,10 +260,6 @@ def groups(c, f_fwd: dict) -> list[Group]:
     return out
 
 
-def _mesh(c, n: int):
-    return mesh_lib.runs_mesh(n if c.shard else 1)
-
-
 def train_group(c, g: Group, batches, val_tokens, ckpt_dir: str) -> dict:
     """Trains one group (resumable per chunk) and validates it.
 
@@ -284,7 +280,7 @@ def train_group(c, g: Group, batches, val_tokens, ckpt_dir: str) -> dict:
     params = _stack(ps)
     hp = hyper(c, g.steps)
     static = (g.family, graphdef, hp)
-    mesh = _mesh(c, R)
+    mesh = mesh_lib.runs_mesh(R)  # every device: replicas padded, dropped by to_host(., R)
     seeds = np.asarray(g.seeds, np.int32)
     low_var = np.asarray(g.low_var, bool)
     opt_state = mesh_lib.map_runs(mesh, _init_opt, static, params)
@@ -300,23 +296,26 @@ def train_group(c, g: Group, batches, val_tokens, ckpt_dir: str) -> dict:
         t0 = time.perf_counter()
         p, o, loss = mesh_lib.map_runs(mesh, _train_chunk, static, p, o, seeds, low_var,
                                        np.full((R,), s0, np.int32), tok)
-        loss = np.asarray(loss)  # blocks
+        loss = mesh_lib.to_host(loss, R)  # [R, n]; blocks
         logs["chunk_time"][s0 // int(c.chunk)] = (time.perf_counter() - t0) / n
         logs["train_loss"][s0:s0 + n] = loss.T
         return (p, o), f"train loss {np.round(loss[:, -10:].mean(1), 3)}"
 
     name = f"C={g.budget:.2g} {g.size} {g.family}"
+    # A restored state holds the padded replicas of the run that saved it (maybe on another
+    # device count): keep the R real ones, map_runs pads them again.
     (params, _), logs = checkpoint.run_chunks(
         ckpt_dir, fingerprint=fp, state=(params, opt_state), logs=logs, steps=g.steps,
-        chunk=int(c.chunk), advance=advance, name=name)
+        chunk=int(c.chunk), advance=advance, place=lambda t: mesh_lib.to_host(t, R),
+        name=name)
     T = int(c.val_times)
     t = np.broadcast_to(validation_times(len(val_tokens), T), (R, T, len(val_tokens)))
     tok = np.broadcast_to(val_tokens, (R,) + val_tokens.shape)
-    val = np.asarray(mesh_lib.map_runs(mesh, _validate, (g.family, graphdef, K), params,
-                                       tok, t), np.float64)
+    val = mesh_lib.to_host(mesh_lib.map_runs(mesh, _validate, (g.family, graphdef, K), params,
+                                             tok, t), R).astype(np.float64)
     times = logs["chunk_time"]
     warm = times[1:] if np.count_nonzero(times) > 1 else times
-    return {"params": jax.tree.map(np.asarray, params), "graphdef": graphdef,
+    return {"params": mesh_lib.to_host(params, R), "graphdef": graphdef,
             "train_loss": logs["train_loss"], "val": val,
             "step_time": float(np.median(warm[warm > 0])) if np.any(warm > 0) else float("nan")}
 
@@ -387,7 +386,8 @@ def run(config, workdir: str) -> dict:
     normalise_config(c)
     validate_config(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     K, L, B = vocab_size(c), int(c.length), int(c.batch)
     if c.data.source == "hmm":
         lang = language(c)

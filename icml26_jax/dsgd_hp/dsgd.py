@@ -343,7 +343,7 @@ def simulate(
       T: number of steps, a multiple of ``log_every``.
       runs: independent runs R (noise streams), sharded over the mesh's runs axis.
       key: typed PRNG key (or int seed) of the noise.
-      mesh: a ``(RUNS, USERS)`` mesh; default ``core.mesh.users_mesh(n, runs)``.
+      mesh: a ``(RUNS, USERS)`` mesh; default :func:`default_mesh`.
       order: ``atc`` (X <- W (X - alpha G)) or ``cta`` (X <- W X - alpha G).
       noise: ``gauss`` or ``heavy`` additive noise (quadratic); digits use sampling noise.
       sigma: noise standard deviation per coordinate (quadratic).
@@ -362,7 +362,7 @@ def simulate(
     n = problem.n
     _validate(problem, graphs, T=T, runs=runs, order=order, noise=noise, sigma=sigma,
               log_every=log_every, eval_every=eval_every, backend=backend, mixing=mixing)
-    mesh = mesh_lib.users_mesh(n, runs) if mesh is None else mesh
+    mesh = default_mesh(n, runs) if mesh is None else mesh
     if n % mesh.shape[USERS] or runs % mesh.shape[RUNS]:
         raise ValueError(f"users={n} and runs={runs} must be multiples of the mesh axes "
                          f"{dict(mesh.shape)}")
@@ -394,6 +394,23 @@ def simulate(
     if return_state:
         return trace, DSGDState(state[0], state[1], T)
     return trace
+
+
+def default_mesh(n: int, runs: int) -> Mesh:
+    """``core.mesh.users_mesh(n, runs)``, except in a multi-process job where ``runs`` allows
+    it: there the users axis stays inside each process (``gcd(n, local devices)`` devices) and
+    the runs axis spans the processes, so the per-step gossip never crosses processes (over
+    gloo on CPU every step's collective costs milliseconds); runs need no communication.
+
+    In a single process this is ``users_mesh(n, runs)``. Every device is used either way.
+    """
+    if jax.process_count() > 1:
+        u = math.gcd(int(n), jax.local_device_count())
+        r = jax.device_count() // u
+        if runs % r == 0:
+            devices = sorted(jax.devices(), key=lambda dv: (dv.process_index, dv.id))
+            return mesh_lib.make_mesh((r, u), (RUNS, USERS), devices=devices)
+    return mesh_lib.users_mesh(n, runs)
 
 
 def _validate(problem, graphs, *, T, runs, order, noise, sigma, log_every, eval_every,

@@ -198,7 +198,8 @@ def run(config, workdir: str) -> dict:
     """Runs the experiment; returns the results dict (also written to ``workdir``)."""
     t_start = time.time()
     validate_config(config)
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     fp = checkpoint.config_fingerprint(config)
     done, runtimes = {}, {}
     with checkpoint.Checkpointer(os.path.join(os.path.abspath(workdir), "checkpoints"),

@@ -1,6 +1,8 @@
 """One federated round of every method (spec §Method "Round r"), vmapped over clients and seeds.
 
-Layout: every client-side array has leading axes ``[N, S]`` (clients, seeds); the global model
+Layout: every client-side array has leading axes ``[N, S]`` (clients, seeds), flattened to rows
+``[N * S]`` and padded to a multiple of the device count for training (``make_flat_round``:
+every device trains some clients of some seeds); the global model
 and the server's target have a leading ``[S]``. A round is
 
 1. broadcast ``theta^r`` to the clients, fresh optimiser state;
@@ -8,8 +10,9 @@ and the server's target have a leading ``[S]``. A round is
    with 2-px padding) on the method's loss — ``jax.vmap`` over clients and seeds of a
    ``lax.scan`` over masked minibatches; round 1 uses CE only for every prototype or manifold
    method (``use_target = 0``), FedProx's proximal term is active from round 1;
-3. ``theta^{r+1} = sum_i n_i theta_i / sum_i n_i`` per seed (an all-reduce over the client axis
-   when it is sharded);
+3. ``theta^{r+1} = sum_i n_i theta_i / sum_i n_i`` per seed (on every device, after gathering
+   the client models when the client x seed rows are sharded: the same summation order on any
+   number of devices or processes);
 4. clients compute features of their own training data with their updated model (no
    augmentation) and upload the method's summary; the server builds the next target
    (``server`` below; FPL's FINCH runs on the host).
@@ -29,8 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-from icml26_jax.core import optim
+from icml26_jax.core import mesh as mesh_lib, optim
 from icml26_jax.fml import baselines, data, manifolds, model
 from icml26_jax.fml.configs import METHODS
 
@@ -178,7 +182,7 @@ def server(spec: MethodSpec, c, summaries, key, host_fpl=None):
 
 def fpl_target(summaries) -> tuple:
     """FPL's server on the host, per seed: FINCH over the client prototypes of each class."""
-    means, present = (np.asarray(a) for a in summaries)  # [N, S, C, p], [N, S, C]
+    means, present = mesh_lib.to_host(summaries)  # [N, S, C, p], [N, S, C]
     outs = [baselines.fpl_server(means[:, s], present[:, s]) for s in range(means.shape[1])]
     cp, cm, unb = (np.stack([o[i] for o in outs]) for i in range(3))
     pres = present.any(axis=0)  # [S, C]
@@ -186,27 +190,66 @@ def fpl_target(summaries) -> tuple:
             jnp.asarray(pres))
 
 
-def make_round(method: str, c, graphdef):
-    """``round_fn(global_params [S], target [S], use_target, x, y, mask, n [N, S, ...], keys
-    [N, S]) -> (global_params [S], summaries [N, S, ...])`` (jit it). FPL's target is then built
-    on the host (``fpl_target``), every other server inside ``server_fn``."""
-    spec = method_spec(method, c)
-    local = local_train(method, c, graphdef)
-    # inner: seeds (everything mapped); outer: clients (global model and target shared)
-    over_s = jax.vmap(local, in_axes=(0, 0, 0, 0, 0, 0, None))
-    over_ns = jax.vmap(over_s, in_axes=(None, 0, 0, 0, 0, None, None))
-    summ = jax.vmap(jax.vmap(lambda p, x, y, m, k: client_summary(spec, c, graphdef, p, x, y, m,
-                                                                  k)))
+def make_flat_round(method: str, c, graphdef, mesh=None):
+    """``flat_round_fn(global_params [S], target [S], use_target, x, y, mask [P, ...], seed [P],
+    n [N, S], keys [P]) -> (global_params [S], summaries [N, S, ...])`` (jit it): one round on
+    the FLATTENED client x seed rows (row ``i * S + s`` is client ``i`` of seed ``s``), padded
+    to ``P >= N * S`` rows so that they shard over every device (``core.mesh.padded_size``).
 
-    def round_fn(global_params, target, use_target, x, y, mask, n, keys):
-        k_train = jax.vmap(jax.vmap(lambda k: jax.random.fold_in(k, 0)))(keys)
-        k_sum = jax.vmap(jax.vmap(lambda k: jax.random.fold_in(k, 1)))(keys)
-        params = over_ns(global_params, x, y, mask, k_train, target, use_target)  # [N, S, ...]
+    Each row trains from its seed's global model and target (``seed`` holds the row's seed
+    index); padded rows train too and are dropped before FedAvg and the summaries, so they
+    change nothing. With a ``mesh`` (Auto axes, rows sharded over it), the client models and
+    summaries are gathered to every device before the weighted mean over clients: the mean
+    is then summed in the same order on any number of devices or processes.
+    """
+    spec = method_spec(method, c)
+    over = jax.vmap(local_train(method, c, graphdef), in_axes=(0, 0, 0, 0, 0, 0, None))
+    summ = jax.vmap(lambda p, x, y, m, k: client_summary(spec, c, graphdef, p, x, y, m, k))
+    gather = ((lambda t: t) if mesh is None else
+              (lambda t: jax.lax.with_sharding_constraint(t, NamedSharding(mesh, P()))))
+
+    def flat_round_fn(global_params, target, use_target, x, y, mask, seed, n, keys):
+        N, S = n.shape
+        k_train = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
+        k_sum = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        take = lambda a: a[seed]  # [S, ...] -> [P, ...]: each row's seed's copy
+        params = over(jax.tree.map(take, global_params), x, y, mask, k_train,
+                      jax.tree.map(take, target), use_target)  # [P, ...]
+        summaries = summ(params, x, y, mask, k_sum)
+        unflat = lambda a: a[:N * S].reshape((N, S) + a.shape[1:])  # drops the padded rows
+        params, summaries = gather(jax.tree.map(unflat, (params, summaries)))  # [N, S, ...]
         w = n.astype(jnp.float32)  # [N, S]
         new_global = jax.tree.map(
             lambda p: jnp.einsum("ns,ns...->s...", w, p) / w.sum(0).reshape(
                 (-1,) + (1,) * (p.ndim - 2)), params)
-        return new_global, summ(params, x, y, mask, k_sum)
+        return new_global, summaries
+
+    return flat_round_fn
+
+
+def flatten_clients(a, n_clients: int, n_seeds: int):
+    """``[N, S, ...]`` -> the flat rows ``[N * S, ...]`` of :func:`make_flat_round`."""
+    return a.reshape((n_clients * n_seeds,) + a.shape[2:])
+
+
+def seed_index(n_clients: int, n_seeds: int) -> np.ndarray:
+    """``[N * S]`` int32: the seed of each flat row (row ``i * S + s`` -> ``s``)."""
+    return np.tile(np.arange(n_seeds, dtype=np.int32), n_clients)
+
+
+def make_round(method: str, c, graphdef):
+    """``round_fn(global_params [S], target [S], use_target, x, y, mask, n [N, S, ...], keys
+    [N, S]) -> (global_params [S], summaries [N, S, ...])`` (jit it): :func:`make_flat_round`
+    on unpadded rows, unsharded. FPL's target is then built on the host (``fpl_target``),
+    every other server inside ``server_fn``."""
+    spec = method_spec(method, c)
+    flat = make_flat_round(method, c, graphdef)
+
+    def round_fn(global_params, target, use_target, x, y, mask, n, keys):
+        N, S = n.shape
+        f = lambda a: flatten_clients(a, N, S)
+        return flat(global_params, target, use_target, f(x), f(y), f(mask),
+                    jnp.asarray(seed_index(N, S)), n, f(keys))
 
     def server_fn(summaries, keys):
         """``summaries [N, S, ...]``, ``keys [S]`` -> target [S]."""

@@ -56,7 +56,7 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.weight_decay = 1e-5
     c.eval_every = 5
     c.final_evals = 3  # final accuracy = mean of the last 3 evaluations
-    c.shard_clients = True  # clients over core.mesh.users_mesh
+    c.shard_clients = True  # client x seed rows over every device (train.place)
     # baselines
     c.prox_mu = 0.01
     c.proto_mu = 1.0

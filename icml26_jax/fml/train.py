@@ -3,8 +3,9 @@ digits-like domain suite (spec §Experiment).
 
 ``run(config, workdir)``: for every method, ``num_seeds`` seeds run at once (vmapped; seed s
 has its own data split, client assignment and initialisation, shared by all methods, and the
-same round keys for every method). Clients are the leading axis of params, data and keys,
-sharded over ``core.mesh.users_mesh`` when ``shard_clients``. Each method trains in resumable
+same round keys for every method). Clients x seeds are the leading axis of params, data and
+keys, flattened to rows, padded to a multiple of the device count and sharded over a ``USERS``
+mesh of every device when ``shard_clients`` (``place``). Each method trains in resumable
 chunks of ``eval_every`` rounds (orbax); the global model is evaluated on every domain's test
 set every ``eval_every`` rounds; the final accuracy is the mean of the last ``final_evals``
 evaluations, never the best round.
@@ -21,6 +22,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from icml26_jax.core import checkpoint, distributed, mesh as mesh_lib, results
 from icml26_jax.core.flags import as_tuple
@@ -103,55 +105,97 @@ def server_keys(c, r: int) -> jax.Array:
 
 
 def place(c, arrays: dict):
-    """Shards the client axis over ``users_mesh`` (an Auto mesh: the vmapped round propagates
-    it and FedAvg's weighted mean over clients becomes an all-reduce)."""
+    """The client x seed rows of ``arrays`` (``x``, ``y``, ``mask`` ``[N, S, ...]``) flattened
+    to ``[N * S, ...]`` with their ``seed`` index (``clients.make_flat_round``), and ``n [N,
+    S]``. With ``shard_clients`` the rows are padded to a multiple of the device count
+    (``core.mesh.padded_size``; padded rows repeat the last one and are dropped before the
+    server) and sharded over a ``USERS`` mesh of EVERY device (Auto axes: XLA propagates the
+    sharding through the vmapped round); ``n`` is replicated on it. Returns ``(placed, mesh)``,
+    mesh None when unsharded."""
+    N, S = np.shape(arrays["n"])
+    rows = {k: clients.flatten_clients(np.asarray(arrays[k]), N, S) for k in ("x", "y", "mask")}
+    rows["seed"] = clients.seed_index(N, S)
     if not c.shard_clients:
-        return {k: jnp.asarray(v) for k, v in arrays.items()}, None
-    n = int(c.n_clients)
-    u = int(np.gcd(n, jax.device_count()))
-    mesh = mesh_lib.make_mesh((u,), (mesh_lib.USERS,), auto=True)
-    return {k: mesh_lib.shard_leading(v, mesh) for k, v in arrays.items()}, mesh
+        return {**{k: jnp.asarray(v) for k, v in rows.items()},
+                "n": jnp.asarray(arrays["n"])}, None
+    mesh = client_mesh()
+    size = mesh_lib.padded_size(N * S, mesh, mesh_lib.USERS)
+    placed = {k: mesh_lib.shard_leading(mesh_lib.pad_leading(v, size), mesh)
+              for k, v in rows.items()}
+    placed["n"] = mesh_lib.replicate(arrays["n"], mesh)
+    return placed, mesh
+
+
+def client_mesh():
+    """A 1-D ``USERS`` mesh with Auto axes over every device (the client x seed rows)."""
+    return mesh_lib.make_mesh((jax.device_count(),), (mesh_lib.USERS,), auto=True)
+
+
+def place_keys(keys: jax.Array, mesh, rows: int | None = None) -> jax.Array:
+    """Key data of typed ``keys`` (``[N, S]`` or ``[S]``) on ``mesh``: flattened, padded to
+    ``rows`` and sharded over ``USERS`` when ``rows`` is given (the round's keys), else
+    replicated (the server's). Without a mesh: the key data as they are, flattened if rows."""
+    data = np.asarray(jax.random.key_data(keys))
+    if rows is not None:
+        data = data.reshape((-1,) + data.shape[-1:])  # [N * S, 2]
+    if mesh is None:
+        return jnp.asarray(data)
+    if rows is None:
+        return mesh_lib.replicate(data, mesh)
+    return mesh_lib.shard_leading(mesh_lib.pad_leading(data, rows), mesh)
 
 
 def train_method(c, method: str, arrays: dict, graphdef, params0, workdir: str) -> dict:
     """Trains one method for ``rounds`` rounds (resumable); returns its accuracy log."""
-    spec, round_fn, server_fn = clients.make_round(method, c, graphdef)
-    round_jit = jax.jit(round_fn)
-    server_jit = jax.jit(server_fn)
-    evaluate = jax.jit(lambda p, x, y: clients.evaluate(graphdef, p, x, y))
-    N = int(c.n_clients)
+    spec, _, server_fn = clients.make_round(method, c, graphdef)
     client_arrays = {k: arrays[k] for k in ("x", "y", "mask", "n")}
     placed, mesh = place(c, client_arrays)
-    test = {d: (jnp.asarray(x), jnp.asarray(y)) for d, (x, y) in arrays["test"].items()}
+    flat = clients.make_flat_round(method, c, graphdef, mesh)
+    wrap = jax.random.wrap_key_data
+    # Every output replicated: the next round (and the server) start there, one compile.
+    rep = {} if mesh is None else {"out_shardings": NamedSharding(mesh, P())}
+    round_jit = jax.jit(lambda g, t, u, x, y, m, s, n, k: flat(g, t, u, x, y, m, s, n, wrap(k)),
+                        **rep)
+    server_jit = jax.jit(lambda s, k: server_fn(s, wrap(k)), **rep)
+    evaluate = jax.jit(lambda p, x, y: clients.evaluate(graphdef, p, x, y), **rep)
+    N = int(c.n_clients)
+    rows = placed["x"].shape[0]
+    put = (jnp.asarray if mesh is None else
+           lambda a: mesh_lib.replicate(mesh_lib.to_host(a), mesh))
+    test = {d: (put(x), put(y)) for d, (x, y) in arrays["test"].items()}
     S = len(seed_list(c))
     target0 = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape),
                            clients.init_target(spec, c, N))
-    if mesh is not None:  # the round's outputs are replicated: start there (one compile)
-        params0, target0 = jax.tree.map(lambda a: mesh_lib.replicate(a, mesh), (params0, target0))
+    restore = lambda tree: jax.tree.map(put, tree)  # a host (or restored) state, placed
     n_evals = int(c.rounds) // int(c.eval_every)
     logs = {"acc": np.full((n_evals, S, len(test)), np.nan), "round": np.zeros(n_evals),
             "round_s": np.zeros(int(c.rounds))}
 
     def advance(state, lg, start, n):
-        g, target = state
+        g, target = restore(state)
         for r in range(start, start + n):
             t0 = time.time()
             use = jnp.float32(0.0 if r == 0 else 1.0)  # round 1: CE only
             g, summaries = round_jit(g, target, use, placed["x"], placed["y"], placed["mask"],
-                                     placed["n"], round_keys(c, r, N))
+                                     placed["seed"], placed["n"],
+                                     place_keys(round_keys(c, r, N), mesh, rows))
             if spec.kind == "fpl":
-                target = clients.fpl_target(summaries)
+                target = restore(clients.fpl_target(summaries))
             elif spec.kind in ("proto", "fml"):
-                target = server_jit(summaries, server_keys(c, r))
+                target = server_jit(summaries, place_keys(server_keys(c, r), mesh))
             jax.block_until_ready(g)
             lg["round_s"][r] = time.time() - t0
             if r == start:
                 logging.info("%s round %d: %.2f s", method, r + 1, lg["round_s"][r])
         j = (start + n) // int(c.eval_every) - 1
         lg["round"][j] = start + n
-        lg["acc"][j] = np.stack([np.asarray(evaluate(g, x, y)) for x, y in test.values()], -1)
-        return (g, target), (f"AVG acc {np.mean(lg['acc'][j]):.3f} (" + ", ".join(
-            f"{d} {a:.3f}" for d, a in zip(test, lg["acc"][j].mean(0))) + ")")
+        lg["acc"][j] = np.stack([mesh_lib.to_host(evaluate(g, x, y)) for x, y in test.values()],
+                                -1)
+        # The chunk's state goes back to the host: the checkpoint holds host arrays, which
+        # process 0 alone writes (orbax writes per-process metadata for device arrays).
+        message = f"AVG acc {np.mean(lg['acc'][j]):.3f} (" + ", ".join(
+            f"{d} {a:.3f}" for d, a in zip(test, lg["acc"][j].mean(0))) + ")"
+        return mesh_lib.to_host((g, target)), message
 
     fp = checkpoint.config_fingerprint({**{k: c[k] for k in c if k not in (
         "methods", "seeds", "variant")}, "method": method})
@@ -169,7 +213,8 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     normalise_config(c)
     configs.validate(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     sets = make_data(c)
     arrays = stack_clients(sets, int(c.batch))
     graphdef, params0 = init_params(c)

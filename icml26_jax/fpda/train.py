@@ -20,7 +20,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core import optim
 from icml26_jax.fpda import baselines, configs, dapo, metrics, prompts
@@ -45,8 +45,12 @@ def load_data(c, workdir: str | None) -> dict[str, data_lib.Split]:
     """Every split of the run (cached under ``<workdir>/cache``)."""
     sizes = {"train": c.n_train, "val": c.n_val, "test_id": c.n_test,
              "test_xmanip": c.n_test, "test_robust": c.n_test}
-    cache = None if workdir is None else os.path.join(workdir, "cache")
-    return data_lib.load_splits(sizes, int(c.seed), forgery_config(c), cache)
+    if workdir is None:
+        return data_lib.load_splits(sizes, int(c.seed), forgery_config(c), None)
+    # Process 0 generates and caches the splits; the other processes then read the cache.
+    cache = os.path.join(workdir, "cache")
+    return distributed.primary_first(
+        lambda: data_lib.load_splits(sizes, int(c.seed), forgery_config(c), cache), "fpda_data")
 
 
 def net_kwargs(c, name: str) -> dict:
@@ -121,9 +125,12 @@ def train_net(c, name: str, train: data_lib.Split, workdir: str):
     logs = {"loss": np.zeros((steps,), np.float32)}
 
     def advance(carry, lg, start, n):
-        carry, losses = checkpoint.steps_loop(one, carry, start, n, "loss")
+        # jax.device_put: the carry is the host copy of the previous chunk (see below).
+        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss")
         lg["loss"][start:start + n] = losses
-        return carry, f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"
+        # Every process trains the same network on its first device; the checkpointed
+        # state is a host copy (orbax writes it from process 0).
+        return jax.device_get(carry), f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"
 
     fp = checkpoint.config_fingerprint({"net": name, **_train_fields(c)})
     (params, _), logs = checkpoint.run_chunks(
@@ -212,8 +219,8 @@ class Detector:
             return self
         d = object.__new__(Detector)
         d.__dict__.update(self.__dict__)
-        rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-        d.params, d.rest = jax.device_put((self.params, self.rest), rep)
+        d.params, d.rest = jax.tree.map(lambda a: mesh_lib.replicate(np.asarray(a), mesh),
+                                        (self.params, self.rest))
         d.mesh = mesh
         return d
 
@@ -222,11 +229,11 @@ class Detector:
 
 def state_stats(c, det: Detector, train: data_lib.Split):
     """Mean and sd of the raw policy state on (up to) 512 training images; the policy sees
-    (state - mean) / sd (fixed before DAPO starts)."""
+    (state - mean) / sd (fixed before DAPO starts). The images are sharded over every
+    device (``core.mesh.data_mesh``)."""
     n = min(512, len(train))
     zeros = np.zeros((n,), np.int32)
-    out = mesh_lib.batched(lambda x, ri, r: det.fwd(det.params, x, ri, r, None, None), n,
-                           int(c.eval_batch), train.images[:n], zeros, zeros)
+    out = run_method(c, det.on(mesh_lib.data_mesh()), train.take(np.arange(n)), zeros, zeros)
     s = out["state"]
     return s.mean(0).astype(np.float32), (s.std(0) + 1e-3).astype(np.float32)
 
@@ -276,12 +283,13 @@ def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
     logs = {k: np.zeros((steps,), np.float32) for k in names}
 
     def advance(carry, lg, start, n):
-        carry, out = checkpoint.steps_loop(one, carry, start, n, names)
+        carry, out = checkpoint.steps_loop(one, jax.device_put(carry), start, n, names)
         for k in names:
             lg[k][start:start + n] = out[k]
-        return carry, (f"reward {float(lg['reward'][start:start + n].mean()):.4f} entropy "
-                       f"{float(lg['entropy'][start + n - 1]):.3f} kept "
-                       f"{float(lg['kept'][start:start + n].mean()):.2f}")
+        msg = (f"reward {float(lg['reward'][start:start + n].mean()):.4f} entropy "
+               f"{float(lg['entropy'][start + n - 1]):.3f} kept "
+               f"{float(lg['kept'][start:start + n].mean()):.2f}")
+        return jax.device_get(carry), msg  # a host copy, as in train_net
 
     fp = checkpoint.config_fingerprint({"net": "dapo", **_train_fields(c),
                                         **{k: c[k] for k in ("steps_dapo", "dapo_batch",
@@ -392,7 +400,7 @@ def evaluate(c, dets: dict, policy, splits: dict) -> dict:
             t0 = time.time()
             if meth == "noise_variance_map":
                 mlog, slog = mesh_lib.batched(jax.jit(baselines.noise_variance_map), n,
-                                              int(c.eval_batch), split.images)
+                                              int(c.eval_batch), split.images, mesh=mesh)
                 zeros = np.zeros((n,), np.int32)
                 out[sname][meth] = score(split, mlog, slog, zeros, zeros, 0.0)
                 continue
@@ -464,13 +472,13 @@ def needed_nets(methods) -> tuple[str, ...]:
 
 def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     """Data -> supervised nets -> DAPO -> evaluation -> claims, results.json and figures."""
-    from icml26_jax.core import distributed
     from icml26_jax.fpda import report
 
     normalise_config(c)
     configs.validate(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer of the workdir's own files
+        os.makedirs(workdir, exist_ok=True)
     stage_s = {}
     t0 = time.time()
     splits = load_data(c, workdir)

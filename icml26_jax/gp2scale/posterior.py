@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.gp2scale import kernels, neighbors, solvers
 
 
@@ -75,7 +76,7 @@ def posterior_var(kind, params, x, xs, op, *, chunk: int = 256, tol: float = 1e-
         ks = ks_all[s:s + chunk]
         pad = np.zeros((chunk, ks.shape[1]), ks.dtype)
         pad[:len(ks)] = ks
-        sol = np.asarray(solve(op, jnp.asarray(pad.T)))[:, :len(ks)]
+        sol = mesh_lib.to_host(solve(op, jnp.asarray(pad.T)))[:, :len(ks)]
         out.append(np.sum(ks.T * sol, axis=0))
     return prior_var(kind, params, xs) - jnp.asarray(np.concatenate(out))
 

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.gp2scale import baselines, data, kernels, likelihood, neighbors, solvers
 from icml26_jax.gp2scale import sparse_cov
 
@@ -94,8 +95,8 @@ def time_loglik(n: int, impl: str = "jax", seed: int = 0, *, num_probes: int = 3
         out["compile_s"] = compile_s + time.perf_counter() - t0
         (val, aux), out["eval_s"] = _timed(ll_c, p, xj, yj, pat, probes)
         out.update(loglik=float(val), logdet=float(aux.logdet), logdet_se=float(aux.logdet_se),
-                   cg_iters=int(np.max(np.asarray(aux.cg_iters))),
-                   cg_iters_solve=int(np.asarray(aux.cg_iters)[0]))
+                   cg_iters=int(np.max(mesh_lib.to_host(aux.cg_iters))),
+                   cg_iters_solve=int(mesh_lib.to_host(aux.cg_iters)[0]))
     elif impl in ("scipy", "splu"):
         out["compile_s"] = compile_s
         csr = sparse_cov.to_scipy(sparse_cov.to_bcsr(vals, pat))

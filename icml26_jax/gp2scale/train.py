@@ -2,6 +2,11 @@
 SLQ accuracy -> scaling -> camera crop (block adaptive Metropolis, kernel 1) -> synth1d_ns
 (Adam, kernels 1 and 2; kernel 3, the Risser kernel, reported) -> claims, results.json and figures.
 
+Multi-host: every process runs every phase (the MCMC chain and the Adam runs are sequential;
+sharding the mBCG columns over a mesh of simulated CPU devices dead-locked XLA:CPU at 8
+devices on 2 cores, see the README); only process 0 writes, and the chain's wall-clock cap
+is process 0's decision on every process.
+
 Every phase is resumable: the deterministic phases are cached (``checkpoint.cached``), the
 MCMC chain and the Adam runs train in orbax-checkpointed chunks. float64 is required: the
 entry script (and the tests) enable ``jax_enable_x64``; ``run`` refuses to start without it.
@@ -19,6 +24,7 @@ import ml_collections
 import numpy as np
 
 from icml26_jax.core import checkpoint, results
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.gp2scale import (baselines, configs, data, kernels, likelihood, mcmc,
                                  neighbors, posterior, scaling, solvers, sparse_cov)
 
@@ -217,7 +223,7 @@ class AdaptiveLoglik:
         val, aux = self.fn(_wparams(theta), self.xj, self.yj, self.pattern(theta[1:3]),
                            self.probes)
         self.evals += 1
-        self.cg_iters.append(int(np.max(np.asarray(aux.cg_iters))))
+        self.cg_iters.append(int(np.max(mesh_lib.to_host(aux.cg_iters))))
         v = float(val)
         return v if math.isfinite(v) else -math.inf
 
@@ -274,7 +280,7 @@ def phase_camera(c, workdir: str) -> dict:
         def advance(state, lg, start, k):
             t0 = time.time()
             for i in range(start, start + k):
-                if float(lg["elapsed"]) + (time.time() - t0) > float(c.am_time_cap_s):
+                if _agreed(float(lg["elapsed"]) + (time.time() - t0) > float(c.am_time_cap_s)):
                     break  # wall-clock cap: remaining iterations stay NaN
                 state, info = mcmc.am_step(state, jax.random.fold_in(chain_key, i), logp, blocks)
                 lg["u"][i] = np.asarray(state.u)
@@ -330,6 +336,16 @@ def phase_camera(c, workdir: str) -> dict:
     return out
 
 
+def _agreed(flag: bool) -> bool:
+    """Process 0's ``flag`` on every process (a wall-clock decision must not split a
+    multi-process chain)."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils  # Deferred: multi-process jobs only.
+
+    return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag)))
+
+
 def fit_adam_wendland(c, d, ll, lo, hi, theta0, workdir):
     """Adam (lr ``adam_lr``) on theta = lo + (hi - lo) sigmoid(u) with the custom-VJP
     gradient (fixed pattern at the upper bound)."""
@@ -372,8 +388,27 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     normalise_config(c)
     configs.validate(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     m, stage_s = {}, {}
+    _phases(c, workdir, m, stage_s)
+    cl = report.claims(m)
+    figures = []
+    if distributed.is_primary():
+        figures = report.figures(workdir, m)
+    metrics_out = report.strip_arrays(m)
+    runtime = time.time() - t_start
+    path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed, config=c,
+                                 metrics=metrics_out, claims=cl, runtime_s=runtime,
+                                 figures=figures)
+    if distributed.is_primary():
+        print(results.claims_table(cl))
+    return {"paper": PAPER, "variant": c.variant, "seed": c.seed, "metrics": metrics_out,
+            "claims": [x.to_dict() for x in cl], "runtime_s": runtime, "results_path": path}
+
+
+def _phases(c, workdir: str, m: dict, stage_s: dict) -> None:
+    """Every phase in order; fills ``m`` (metrics) and ``stage_s`` (seconds per phase)."""
 
     def stage(name, fn, *keys):
         t0 = time.time()
@@ -396,16 +431,3 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     m["nonstationary"] = phase_nonstationary(c, workdir)
     stage_s["nonstationary"] = time.time() - t0
     m["stage_s"] = stage_s
-    cl = report.claims(m)
-    figures = []
-    if distributed.is_primary():
-        figures = report.figures(workdir, m)
-    metrics_out = report.strip_arrays(m)
-    runtime = time.time() - t_start
-    path = results.write_results(workdir, paper=PAPER, variant=c.variant, seed=c.seed, config=c,
-                                 metrics=metrics_out, claims=cl, runtime_s=runtime,
-                                 figures=figures)
-    if distributed.is_primary():
-        print(results.claims_table(cl))
-    return {"paper": PAPER, "variant": c.variant, "seed": c.seed, "metrics": metrics_out,
-            "claims": [x.to_dict() for x in cl], "runtime_s": runtime, "results_path": path}

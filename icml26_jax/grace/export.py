@@ -10,6 +10,7 @@ import numpy as np
 from flax import nnx
 
 from icml26_jax.core import checkpoint
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.grace import int4
 
 
@@ -51,6 +52,12 @@ def packed_forward(graphdef, frozen, fp_trainable, packed: dict, images, tokens)
     return nnx.merge(graphdef, frozen, tr)(images, tokens).logits
 
 
+def on_mesh(mesh, tree):
+    """``tree`` replicated on every device of ``mesh`` (unchanged when ``mesh`` is None)."""
+    return tree if mesh is None else jax.tree.map(
+        lambda x: mesh_lib.replicate(np.asarray(x), mesh), tree)
+
+
 def export_and_check(c, qg, qfz, q_tr, sg, sfz, fp_template, test_d, eb, ckpt_dir) -> dict:
     """Packs the quantised linears, saves and restores them with orbax, runs the packed model
     and compares it with fake-quant under the same baked scales: max |logit difference| and
@@ -69,12 +76,19 @@ def export_and_check(c, qg, qfz, q_tr, sg, sfz, fp_template, test_d, eb, ckpt_di
                     and np.array_equal(packed[n].scales, packed_rt[n].scales) for n in names)
     baked = jax.tree_util.tree_map_with_path(
         lambda p, x: int4.bake_log_scale(x) if path_keys(p)[-1] == "log_scale" else x, q_tr)
-    b = slice(0, min(eb, len(test_d.tokens)))
-    z_fake = np.asarray(jax.jit(lambda tr, im, tok: nnx.merge(qg, qfz, tr)(im, tok).logits)(
-        baked, test_d.images[b], test_d.tokens[b]))
+    nb = min(eb, len(test_d.tokens))
+    b = slice(0, nb)
     fp_tr = fp_from_quantised(fp_template, q_tr)
-    z_packed = np.asarray(jax.jit(lambda tr, pk, im, tok: packed_forward(
-        sg, sfz, tr, pk, im, tok))(fp_tr, packed_rt, test_d.images[b], test_d.tokens[b]))
+    # One test batch through both models, sharded over every device like the evaluations (the
+    # same per-device program on any process count, so the rounding-level difference too).
+    mesh = mesh_lib.data_mesh()
+    qfz_m, baked_m, sfz_m, fp_m, pk_m = on_mesh(mesh, (qfz, baked, sfz, fp_tr, packed_rt))
+    fake = jax.jit(lambda fz, tr, im, tok: nnx.merge(qg, fz, tr)(im, tok).logits)
+    packed_fn = jax.jit(lambda fz, tr, pk, im, tok: packed_forward(sg, fz, tr, pk, im, tok))
+    z_fake = mesh_lib.batched(lambda im, tok: fake(qfz_m, baked_m, im, tok), nb, nb,
+                              test_d.images[b], test_d.tokens[b], mesh=mesh)
+    z_packed = mesh_lib.batched(lambda im, tok: packed_fn(sfz_m, fp_m, pk_m, im, tok), nb, nb,
+                                test_d.images[b], test_d.tokens[b], mesh=mesh)
     mask = test_d.loss_mask[b]
     agree = 100.0 * float(np.mean(z_fake[mask].argmax(-1) == z_packed[mask].argmax(-1)))
     n_lin = sum(p.out_features * p.in_features for p in packed.values())

@@ -25,7 +25,8 @@ import optax
 from absl import logging
 from flax import nnx
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.flags import as_tuple
 from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grace import baselines, controller, data, export, losses, lsq
@@ -280,7 +281,9 @@ def train_phase(c, name, ckpt_dir, graphdef, frozen, trainable, tx, mode, train_
         msg = f"loss {logs['loss'][s0:s0 + n].mean():.4f}"
         if mode == "grace":
             msg += f" beta {logs['beta'][s0 + n - 1]:.3f} cka {logs['cka'][s0:s0 + n].mean():.3f}"
-        return (p, o, ib), msg
+        # Host arrays: every process trains the same model on its own device, and orbax
+        # checkpoints host arrays (not one process's device arrays) in a multi-process job.
+        return mesh_lib.to_host((p, o, ib)), msg
 
     fp = phase_fingerprint(c, name, mode=mode, steps=steps, step_offset=step_offset)
     (trainable, _, ib_state), logs = checkpoint.run_chunks(
@@ -317,7 +320,7 @@ def pretrain_vision(c, train_data, ckpt_dir):
         p, o, loss = program(*state, np.stack([b.images for b in bs]),
                              np.stack([b.digits for b in bs]))
         logs["loss"][s0:s0 + n] = np.asarray(loss)
-        return (p, o), f"loss {np.asarray(loss).mean():.4f}"
+        return mesh_lib.to_host((p, o)), f"loss {np.asarray(loss).mean():.4f}"
 
     steps = int(c.vision_steps)
     fp = phase_fingerprint(c, "vision")
@@ -359,13 +362,14 @@ def _logits(graphdef, frozen, trainable, images, tokens):
 
 
 def evaluate(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> dict:
-    """Exact-match accuracy (%) of greedy answers, overall and per template."""
+    """Exact-match accuracy (%) of greedy answers, overall and per template; the evaluation
+    batches are sharded over every device (``core.mesh.batched``)."""
     prompt, start = data.prompt_of(d)
-    preds = []
-    for s in range(0, len(start), eval_batch):
-        preds.append(np.asarray(_greedy(graphdef, frozen, trainable, d.images[s:s + eval_batch],
-                                   prompt[s:s + eval_batch], start[s:s + eval_batch])))
-    pred = np.concatenate(preds)
+    mesh = mesh_lib.data_mesh()
+    frozen, trainable = export.on_mesh(mesh, (frozen, trainable))
+    pred = mesh_lib.batched(
+        lambda im, pr, st: _greedy(graphdef, frozen, trainable, im, pr, st), len(start),
+        eval_batch, d.images, prompt, start, mesh=mesh)
     per = {name: data.exact_match(pred[d.template == i], data.take(d, d.template == i))
            for i, name in enumerate(data.TEMPLATES)}
     return {"acc": data.exact_match(pred, d), "per_template": per}
@@ -373,11 +377,16 @@ def evaluate(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> d
 
 def entropy_error(graphdef, frozen, trainable, d: data.VQAData, eval_batch: int) -> dict:
     """Teacher token entropy (T = 1) against teacher-forced token error on the answer
-    positions; Pearson r and a 10-bin table (the paper's premise)."""
+    positions; Pearson r and a 10-bin table (the paper's premise). The teacher's logits are
+    computed in batches sharded over every device."""
+    mesh = mesh_lib.data_mesh()
+    frozen, trainable = export.on_mesh(mesh, (frozen, trainable))
+    logits_all = mesh_lib.batched(
+        lambda im, tok: _logits(graphdef, frozen, trainable, im, tok), len(d.tokens),
+        eval_batch, d.images, d.tokens, mesh=mesh)
     H, err = [], []
     for s in range(0, len(d.tokens), eval_batch):
-        logits = np.asarray(_logits(graphdef, frozen, trainable, d.images[s:s + eval_batch],
-                               d.tokens[s:s + eval_batch]), np.float64)
+        logits = np.asarray(logits_all[s:s + eval_batch], np.float64)
         m = d.loss_mask[s:s + eval_batch]
         z = logits[m]
         p = np.exp(z - z.max(-1, keepdims=True))
@@ -407,7 +416,8 @@ def run(config, workdir: str) -> dict:
     normalise_config(c)
     validate_config(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     seed = int(c.seed)
     splits = data.load_digit_splits(int(c.split_seed))
     rng = np.random.default_rng((seed, 0))

@@ -212,12 +212,14 @@ def _make_program(c, graphdef, steps: int):
     return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 1)), donate_argnums=(0, 2))
 
 
-def _init_program(c, graphdef, steps: int):
-    """jit(replicas) -> their optimiser states (the state does not depend on lr or arm)."""
+def _init_program(c, graphdef, steps: int, mesh):
+    """jit(replicas) -> their optimiser states (the state does not depend on lr or arm),
+    sharded over ``RUNS`` of ``mesh`` like the replicas."""
     def make():
         tx0 = make_tx(copy.deepcopy(c), 1.0, np.eye(c.depth, dtype=np.float32), steps)
-        return jax.jit(jax.vmap(promotion_safe(tx0).init))
-    return _memo(("init", int(c.depth)) + _tx_key(c, graphdef, steps), make)
+        return jax.jit(jax.vmap(promotion_safe(tx0).init),
+                       out_shardings=jax.NamedSharding(mesh, jax.P(mesh_lib.RUNS)))
+    return _memo(("init", int(c.depth), mesh) + _tx_key(c, graphdef, steps), make)
 
 
 def _eval_program(graphdef):
@@ -236,11 +238,6 @@ def _eval_program(graphdef):
 
 
 _update_cosine = jax.jit(jax.vmap(metrics.adjacent_update_cosine))
-
-
-def _shard(tree, mesh, dim: int = 0):
-    return jax.tree.map(lambda x: mesh_lib.shard_leading(np.asarray(x), mesh, mesh_lib.RUNS,
-                                                         dim), tree)
 
 
 def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str], *,
@@ -272,33 +269,39 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
             "cka": np.zeros((K, R, c.depth - 1), np.float32),
             "dw_cosine": np.zeros((K, R, c.depth - 1), np.float32),
             "update_norms": np.zeros((K, R, c.depth), np.float32)}
+    # Replicas sharded over every device (padded to a multiple of the device count; the
+    # padded replicas are dropped by to_host(., R)).
     mesh = mesh_lib.runs_mesh(R)
+    shard = lambda t, dim=0: lm_train.shard_replicas(t, mesh, R, dim)  # noqa: E731
     fp = checkpoint.config_fingerprint({"c": c.to_dict(), "seeds": seeds, "lrs": lrs,
                                         "arms": arms, "alphas": alphas})
     with jax.set_mesh(mesh):
-        params, rest = _shard(params, mesh), _shard(rest, mesh)
-        opt_state = _shard(_init_program(c, graphdef, c.steps)(params), mesh)
-        mats_s, lr_s, init_s = _shard(mats, mesh), _shard(lr, mesh), _shard(init, mesh)
+        params, rest = shard(params), shard(rest)
+        opt_state = _init_program(c, graphdef, c.steps, mesh)(params)
+        mats_s, lr_s, init_s = shard(mats), shard(lr), shard(init)
+        val, probe = jax.tree.map(lambda x: mesh_lib.replicate(x, mesh), (val, probe))
         program, evaluate = _program(c, graphdef, c.steps), _eval_program(graphdef)
         cos = _update_cosine
 
         def advance(state, logs, s0, n):
             params, opt_state = state
-            chunk = _shard(batches(c, lang, seeds, s0, n), mesh, dim=1)
+            chunk = shard(batches(c, lang, seeds, s0, n), 1)  # [n, R_padded, B, T]
             params, opt_state, loss, norms = program(params, rest, opt_state, lr_s, mats_s,
                                                      chunk)
+            nll, cnt, cka = evaluate(params, rest, val, probe)
+            loss, norms, nll, cnt, cka, dw = mesh_lib.to_host(
+                (loss, norms, nll, cnt, cka, cos(params, init_s)), R)
             k = s0 // c.log_every
-            logs["train_loss"][s0:s0 + n] = np.asarray(loss).T
-            logs["update_norms"][k] = np.asarray(norms).mean(1)
-            nll, cnt, cka = map(np.asarray, evaluate(params, rest, val, probe))
+            logs["train_loss"][s0:s0 + n] = loss.T
+            logs["update_norms"][k] = norms.mean(1)
             logs["val_loss"][k] = nll / cnt
             logs["cka"][k] = cka
-            logs["dw_cosine"][k] = np.asarray(cos(params, init_s))
+            logs["dw_cosine"][k] = dw
             return (params, opt_state), f"val loss {np.round(logs['val_loss'][k], 4)}"
 
         _, logs = checkpoint.run_chunks(
             ckpt_dir, fingerprint=fp, state=(params, opt_state), logs=logs, steps=c.steps,
-            chunk=c.log_every, advance=advance, place=lambda t: _shard(t, mesh), name=name)
+            chunk=c.log_every, advance=advance, place=shard, name=name)
     return logs
 
 

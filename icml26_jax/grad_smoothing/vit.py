@@ -212,8 +212,8 @@ def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name
             "train_loss": np.zeros((K, R), np.float32),
             "test_loss": np.zeros((K, R), np.float32),
             "test_acc": np.zeros((K, R), np.float32)}
-    mesh = mesh_lib.runs_mesh(R)
-    shard = lambda t, dim=0: gtrain._shard(t, mesh, dim)  # noqa: E731
+    mesh = mesh_lib.runs_mesh(R)  # every device; replicas padded, dropped by to_host(., R)
+    shard = lambda t, dim=0: lm_train.shard_replicas(t, mesh, R, dim)  # noqa: E731
     fp = checkpoint.config_fingerprint({"v": v.to_dict(), "opt": c.opt.to_dict(),
                                         "seeds": list(seeds), "arms": list(arms),
                                         "lrs": [float(a) for a in lrs], "ids": split_ids,
@@ -221,7 +221,8 @@ def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name
     with jax.set_mesh(mesh):
         params, rest = shard(params), shard(rest)
         tx0 = gtrain.make_tx(cv, 1.0, np.eye(v.depth, dtype=np.float32), steps)
-        opt_state = shard(jax.jit(jax.vmap(promotion_safe(tx0).init))(params))
+        opt_state = jax.jit(jax.vmap(promotion_safe(tx0).init),
+                            out_shardings=jax.NamedSharding(mesh, jax.P(mesh_lib.RUNS)))(params)
         mats_s, lr_s = shard(mats), shard(np.asarray(lrs, np.float32))
         test = shard({"patches": xp[test_idx], "labels": y[test_idx], "mask": test_mask})
 
@@ -229,9 +230,10 @@ def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name
             p, o = state
             p, o, loss = program(p, rest, o, lr_s, mats_s, shard(batches(s0, n), 1))
             k = s0 // chunk
-            logs["train_loss"][k] = np.asarray(loss)[:, -spe:].mean(1)
             tl, ta = evaluate(p, rest, test["patches"], test["labels"], test["mask"])
-            logs["test_loss"][k], logs["test_acc"][k] = np.asarray(tl), np.asarray(ta)
+            loss, tl, ta = mesh_lib.to_host((loss, tl, ta), R)
+            logs["train_loss"][k] = loss[:, -spe:].mean(1)
+            logs["test_loss"][k], logs["test_acc"][k] = tl, ta
             return (p, o), (f"epoch {min((s0 + n) // spe, v.epochs)}: test acc "
                             f"{np.round(logs['test_acc'][k], 3)}")
 

@@ -39,8 +39,9 @@ class FlaxRetrievalScorer:
 
     Args:
       graphdef, params: ``nnx.split(model, nnx.Param)``.
-      mesh: optional 1-D mesh; the batch is sharded over its axis (``DATA``) and padded to
-        a multiple of its size (sharded == unsharded, tested).
+      mesh: optional ``core.mesh.data_mesh()``; each chunk is padded to a multiple of the
+        device count and sharded over ``DATA`` (sharded == unsharded, tested), and the
+        scores are gathered from every process.
       chunk: instances per call (bounds memory).
     """
 
@@ -68,9 +69,8 @@ class FlaxRetrievalScorer:
                 return agd.candidate_logprobs(logits, index_ids), agd.layer_scores(attn, sp, ly)
 
             if self.mesh is not None:  # a local map per device over the batch axis
-                ax = self.mesh.axis_names[0]
-                f = jax.shard_map(f, mesh=self.mesh, in_specs=(P(),) + (P(ax),) * 4,
-                                  out_specs=P(ax), check_vma=False)
+                f = jax.shard_map(f, mesh=self.mesh, in_specs=(P(),) + (P(mesh_lib.DATA),) * 4,
+                                  out_specs=P(mesh_lib.DATA), check_vma=False)
             self._fns[key] = jax.jit(f)
         return self._fns[key]
 
@@ -87,20 +87,11 @@ class FlaxRetrievalScorer:
                              f"got {layers}")
         fn = self._fn(batch.spans, layers)
         B = len(batch.last_idx)
-        outs = []
-        for s in range(0, B, self.chunk):
-            part = [np.asarray(x[s:s + self.chunk]) for x in
-                    (batch.tokens, batch.patches, batch.is_patch, batch.last_idx)]
-            n = len(part[0])
-            if self.mesh is not None:
-                pad = (-n) % self.mesh.size
-                part = [np.concatenate([x, np.repeat(x[-1:], pad, 0)]) for x in part]
-                part = [mesh_lib.shard_leading(x, self.mesh, self.mesh.axis_names[0])
-                        for x in part]
-                with jax.set_mesh(self.mesh):
-                    lp, sc = fn(self._replicated, *part)
-            else:
-                lp, sc = fn(self.params, *part)
-            outs.append((np.asarray(jax.device_get(lp))[:n], np.asarray(jax.device_get(sc))[:n]))
+        params = self.params if self.mesh is None else self._replicated
+        # core.mesh.batched pads every chunk to a multiple of the device count, shards it over
+        # DATA and gathers the outputs from every process.
+        lp, sc = mesh_lib.batched(lambda *b: fn(params, *b), B, min(self.chunk, B),
+                                  batch.tokens, batch.patches, batch.is_patch, batch.last_idx,
+                                  mesh=self.mesh)
         self.n_forward += B
-        return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
+        return lp, sc

@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from icml26_jax.core import mesh as mesh_lib
+
 
 class Retrieval(NamedTuple):
     """What a passive method read: content ids (best first) and its cost counters."""
@@ -191,10 +193,15 @@ def graph_expand(graph, plan, hops: int) -> Retrieval:
     return _retrieval(graph, plan.question, ids, tool_calls=1 + hops, cap_hit=cap_hit)
 
 
-def ppr_scores(graph, seed_sets, damping: float = 0.85, iters: int = 50) -> np.ndarray:
+def ppr_scores(graph, seed_sets, damping: float = 0.85, iters: int = 50,
+               mesh=None) -> np.ndarray:
     """[len(seed_sets), n_contents] personalised PageRank of the contents, one row per
     question, on the undirected cue-content graph (nodes: contents then cues; padded to a
-    multiple of 256 so conversations share one program). Empty seed sets give zeros."""
+    multiple of 256 so conversations share one program). Empty seed sets give zeros.
+
+    With a ``mesh`` (``core.mesh.data_mesh``) the question rows are sharded over its devices
+    (``core.mesh.batched``: rows padded to a multiple of the device count, gathered on every
+    process); without one they run on one device."""
     C, Q = graph.n_contents, graph.n_cues
     n = C + Q
     n_pad = 256 * math.ceil(n / 256)
@@ -210,7 +217,12 @@ def ppr_scores(graph, seed_sets, damping: float = 0.85, iters: int = 50) -> np.n
     P[live] /= P[live].sum(1, keepdims=True)
     if not live.any():
         return np.zeros((len(seed_sets), C))
-    x = np.array(_ppr(jnp.asarray(W), jnp.asarray(P), jnp.float32(damping), int(iters)))
+    if mesh is None:
+        x = np.array(_ppr(jnp.asarray(W), jnp.asarray(P), jnp.float32(damping), int(iters)))
+    else:  # question rows over every device, the graph replicated
+        Wd = mesh_lib.replicate(W, mesh)
+        x = np.array(mesh_lib.batched(lambda Pb: _ppr(Wd, Pb, jnp.float32(damping), int(iters)),
+                                      len(P), len(P), P, mesh=mesh))
     x[~live] = 0.0
     return x[:, :C]
 

@@ -24,7 +24,7 @@ import time
 import numpy as np
 from absl import logging
 
-from icml26_jax.core import checkpoint, distributed
+from icml26_jax.core import checkpoint, distributed, mesh as mesh_lib
 from icml26_jax.mragent import agent, baselines, configs, graph as graph_lib, metrics, synth
 from icml26_jax.mragent.embed import Fitted
 from icml26_jax.mragent.reasoner import LocalParams, LocalReasoner, extractive_answer, make_plan
@@ -110,7 +110,10 @@ def load_data(c, workdir: str):
     if c.data == "longmemeval":
         convs = load_longmemeval(c.data_path)
         return convs, [], list(range(len(convs)))
-    convs = synth.load_or_generate(c.synth, c.seed, os.path.join(workdir, "data"))
+    # Process 0 writes the cached JSON, the others read it (one writer per file).
+    convs = distributed.primary_first(
+        lambda: synth.load_or_generate(c.synth, c.seed, os.path.join(workdir, "data")),
+        "mragent_synthmem")
     n_dev = int(c.synth.n_dev)
     return convs, list(range(n_dev)), list(range(n_dev, len(convs)))
 
@@ -165,6 +168,9 @@ class _Question:
 
 
 def prepare(c, convs, graphs, idx, emb, masks) -> list[_Question]:
+    """The test items of conversations ``idx``; PPR's question rows of each conversation are
+    sharded over every device (``baselines.ppr_scores`` on a ``core.mesh.data_mesh``)."""
+    mesh = mesh_lib.data_mesh()
     items = []
     for i in idx:
         g, conv = graphs[i], convs[i]
@@ -172,7 +178,8 @@ def prepare(c, convs, graphs, idx, emb, masks) -> list[_Question]:
             continue
         qemb = emb.encode([q.question for q in conv.qa])
         plans = [make_plan(g, q.question, e) for q, e in zip(conv.qa, qemb)]
-        rows = baselines.ppr_scores(g, [p.cues for p in plans]) if c.ppr else [None] * len(plans)
+        rows = (baselines.ppr_scores(g, [p.cues for p in plans], mesh=mesh) if c.ppr
+                else [None] * len(plans))
         for j, (q, p) in enumerate(zip(conv.qa, plans)):
             items.append(_Question(i, j, q, g, p, bool(masks[i][j]) if masks else False,
                                    rows[j]))

@@ -52,7 +52,6 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     # Ablations (spec §Claims 12-13) on these games, at their high budgets.
     c.ablation_games = ("mlp_synth14", "soum60")
     c.identity_ns = (4, 8, 12)  # claims 1, 2, 4, 6 (spec: n in {4, ..., 12})
-    c.threads = 2  # cells of a game run in threads (overlapping XLA compilations)
     if variant == "smoke":
         c.games = ("mlp_diabetes", "soum30", "gbt_synth16")
         c.methods = ("oddshap", "kernelshap_paired", "leverageshap")  # claims 1-7
@@ -68,8 +67,7 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
 
 def validate(c: ml_collections.ConfigDict) -> None:
     """Raises ``ValueError`` naming the flag for values the code does not support."""
-    flags.require_positive_ints(c, ("num_seeds", "explicands", "proxy_depth", "proxy_trees",
-                                    "threads"))
+    flags.require_positive_ints(c, ("num_seeds", "explicands", "proxy_depth", "proxy_trees"))
     for name, allowed in (("games", GAMES), ("methods", METHODS),
                           ("ablation_games", GAMES)):
         bad = [g for g in c[name] if g not in allowed]

@@ -2,21 +2,20 @@
 budget x method, vmapped over seeds and explicands -> ablations -> claims, results.json and
 figures.
 
-Per (game, budget) the coalitions of a sampler are drawn once per seed (``Estimator.sample``,
-jitted per ``(n, budget)`` and shared by every game of that size and by the methods with the
-same sampler: OddSHAP and LeverageSHAP see identical coalitions), the game is evaluated on
-them for all explicands at once, and each method's ``fit`` runs vmapped over seeds x
-explicands. Every game's cells are cached as one stage (``checkpoint.cached``): an
-interrupted run resumes at the next game. float64 is required (the entry script and the
-tests enable it).
+Each (game, budget, method) cell is one program over its seeds x explicands replicas,
+sharded over every device of a ``RUNS`` mesh (``core.mesh.map_runs``; every process of a
+multi-host job computes its own replicas): a replica draws its seed's coalitions
+(``Estimator.sample``; the methods with the same sampler, OddSHAP and LeverageSHAP, draw
+identical coalitions from the same key), evaluates its explicand's game on them and fits.
+Every game's cells are cached as one stage (``checkpoint.cached``): an interrupted run
+resumes at the next game. Process 0 builds the game caches (``distributed.primary_first``).
+float64 is required (the entry script and the tests enable it).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
-import threading
 import time
 
 import jax
@@ -24,7 +23,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.oddshap import (baselines, configs, data, estimator, fourier, games, metrics,
                                 proxy)
 
@@ -64,120 +64,77 @@ def _opts(c, method: str) -> dict:
     return kw
 
 
-KERNEL_FITS = ("kernelshap_paired", "kernelshap_unpaired", "leverageshap")
+def _make(method: str, n: int, m: int, kw: tuple):
+    """The estimator of ``method`` at ``(n, m)`` with keyword options ``kw`` (sorted items)."""
+    kw = dict(kw)
+    return (estimator.make_estimator(n, m, **kw) if method == "oddshap"
+            else baselines.make(method, n, m, **kw))
+
+
+def _estimate(static, key_data, params):
+    """One replica (a seed's key, an explicand's game): draw coalitions, evaluate the game on
+    them, fit. ``static = (method, n, m, kw, game_fn)``."""
+    method, n, m, kw, game_fn = static
+    est = _make(method, n, m, kw)
+    key = jax.random.wrap_key_data(key_data)
+    draw = est.sample(key)
+    return est.fit(key, draw, games.Game(params, game_fn, n).packed(draw.masks))
+
+
+_estimate_one = jax.jit(_estimate, static_argnums=0)  # the rare host-side lstsq re-solves
 
 
 class Runner:
-    """Compiled pieces, cached across games: one sampler per (method's sampler, n, m), one
-    game evaluator per game, one ``fit`` per (method, n, m)."""
+    """Every cell (method x budget of a game) as ONE program over its seeds x explicands
+    replicas, sharded over every device (``core.mesh.map_runs`` on a ``RUNS`` mesh): each
+    replica draws its seed's coalitions, evaluates its explicand's game on them and fits.
+    Methods with the same sampler draw identical coalitions from the same key (OddSHAP and
+    LeverageSHAP, and the singleton fit of claim 3)."""
 
     def __init__(self, c):
         self.c = c
-        self._est: dict = {}
-        self._jit: dict = {}
-        self._lock = threading.Lock()  # cells run in threads: build each piece once
-        self._exec_lock = threading.Lock()
-        self._compiled: dict = {}
+        self.mesh = mesh_lib.runs_mesh()
+        self._n = None  # players of the last game run
+
+    def options(self, method, **extra) -> tuple:
+        return tuple(sorted({**_opts(self.c, method), **extra}.items()))
 
     def estimator(self, method, n, m, **extra):
-        key = (method, n, m, tuple(sorted(extra.items())))
-        with self._lock:
-            return self._estimator(key, method, n, m, extra)
+        return _make(method, n, m, self.options(method, **extra))
 
-    def _estimator(self, key, method, n, m, extra):
-        if key not in self._est:
-            kw = {**_opts(self.c, method), **extra}
-            est = (estimator.make_estimator(n, m, **kw) if method == "oddshap"
-                   else baselines.make(method, n, m, **kw))
-            self._est[key] = est
-        return self._est[key]
-
-    def _sampler_key(self, method, n, m, extra):
-        if method in ("oddshap", "leverageshap") and extra.get("paired", True):
-            return ("uniform_paired", n, m, self.c.weights)
-        return (method, n, m, tuple(sorted(extra.items())))
-
-    def _jitted(self, key, make, fast_compile: bool = True):
-        """``jax.jit(make())`` once per ``key``. ``fast_compile``: XLA's backend optimisation
-        level 0 — halves the compile time of the light programs (samplers, game evaluation,
-        the singleton regressions, permutations), whose run time is negligible; the OddSHAP
-        fit (proxy + support + KKT) keeps the default level."""
-        opts = {"xla_backend_optimization_level": 0} if fast_compile else None
-        with self._lock:
-            if key not in self._jit:
-                self._jit[key] = jax.jit(make(), compiler_options=opts)
-            return self._jit[key]
-
-    def _call(self, key, fn, *args):
-        """``fn(*args)``: compiled outside any lock (threads overlap their compilations),
-        executed under one lock (two concurrent XLA:CPU executions on the shared 2-thread
-        pool dead-locked here)."""
-        sig = (key, jax.tree.structure(args),
-               tuple((tuple(a.shape), str(a.dtype)) for a in jax.tree.leaves(args)))
-        with self._lock:
-            compiled = self._compiled.get(sig)
-        if compiled is None:
-            compiled = fn.lower(*args).compile()
-            with self._lock:
-                self._compiled[sig] = compiled
-        with self._exec_lock:
-            return jax.block_until_ready(compiled(*args))
-
-    def draws(self, method, n, m, keys, **extra):
-        est = self.estimator(method, n, m, **extra)
-        sk = ("sample",) + self._sampler_key(method, n, m, extra)
-        return self._call(sk, self._jitted(sk, lambda: jax.vmap(est.sample)), keys)
-
-    def values(self, gs, masks):
-        """``[S, E, M]``: every explicand's game on every seed's coalitions."""
-        k = ("values", gs.name)
-        fn = self._jitted(k, lambda: jax.vmap(
-            jax.vmap(lambda g, mk: g.packed(mk), in_axes=(0, None)), in_axes=(None, 0)))
-        return self._call(k, fn, gs.game, masks)
-
-    def fit(self, method, n, m, keys, draws, values, **extra):
-        est = self.estimator(method, n, m, **extra)
-        k = ("fit", method, n, m, tuple(sorted(extra.items())))
-        if method in KERNEL_FITS and not extra:  # one program for the three regressions
-            k = ("fit", "kernel_regression", n, m)
-        fn = self._jitted(k, lambda: jax.vmap(jax.vmap(est.fit, in_axes=(None, None, 0)),
-                                              in_axes=(0, 0, 0)),
-                          fast_compile=method != "oddshap" or extra.get("support") in (
-                              "singletons", "all_odd"))
-        return self._call(k, fn, keys, draws, values)
+    def estimates(self, gs, method, m, keys, **extra) -> estimator.OddShapResult:
+        """``OddShapResult`` (host NumPy) with ``[S, E]`` leading axes for keys ``[S]``."""
+        s, e = int(keys.shape[0]), int(gs.phi.shape[0])
+        self._n = gs.n
+        static = (method, gs.n, m, self.options(method, **extra), gs.game.fn)
+        key_data = np.repeat(mesh_lib.to_host(jax.random.key_data(keys)), e, axis=0)
+        params = jax.tree.map(lambda a: np.tile(np.asarray(a), (s,) + (1,) * (a.ndim - 1)),
+                              gs.game.params)  # replica r = (seed r // E, explicand r % E)
+        out = mesh_lib.to_host(mesh_lib.map_runs(self.mesh, _estimate, static, key_data,
+                                                 params), s * e)
+        return jax.tree.map(lambda a: a.reshape(s, e, *a.shape[1:]), out)
 
     def run(self, gs, method, m, keys, **extra):
-        """One cell: ``(OddShapResult with [S, E] leading axes, draws, values, seconds)``."""
+        """One cell: ``(OddShapResult with [S, E] leading axes, seconds, lstsq re-solves)``."""
         t0 = time.time()
-        draws = self.draws(method, gs.n, m, keys, **extra)
-        vals = self.values(gs, draws.masks)
-        res = self.fit(method, gs.n, m, keys, draws, vals, **extra)
-        res = jax.tree.map(np.asarray, res)
+        res = self.estimates(gs, method, m, keys, **extra)
         phi, redo = estimator.resolve_ill_conditioned(
-            res, lambda i: self._lstsq(gs, method, m, keys, draws, vals, i, extra))
-        return res._replace(phi=phi), draws, vals, time.time() - t0, redo
+            res, lambda i: self._lstsq(gs, method, m, keys, i, extra))
+        return res._replace(phi=phi), time.time() - t0, redo
 
-    def _lstsq(self, gs, method, m, keys, draws, vals, flat, extra):
+    def _lstsq(self, gs, method, m, keys, flat, extra):
         s, e = divmod(flat, gs.phi.shape[0])
-        x = {**extra, "solver": "lstsq"}
-        est = self.estimator(method, gs.n, m, **x)
-        k = ("lstsq", method, gs.n, m, tuple(sorted(x.items())))
-        fn = self._jitted(k, lambda: est.fit, fast_compile=False)
-        d = jax.tree.map(lambda a: a[s], draws)
-        return self._call(k, fn, keys[s], d, vals[s, e]).phi
+        static = (method, gs.n, m, self.options(method, **extra, solver="lstsq"), gs.game.fn)
+        key_data = mesh_lib.to_host(jax.random.key_data(keys))[s]
+        params = jax.tree.map(lambda a: np.asarray(a)[e], gs.game.params)
+        return mesh_lib.to_host(_estimate_one(static, key_data, params).phi)
 
     def release(self, keep_n: int | None = None):
-        """Drops every compiled program not for ``keep_n`` players (each holds LLVM code
-        pages; a full run compiles hundreds of them, and only games of equal n share)."""
-        with self._lock:
-            if keep_n is not None and all(k[1] == keep_n for k in self._est):
-                return  # the next game has the same n: everything compiled is reused
-            self._est = {k: v for k, v in self._est.items() if k[1] == keep_n}
-            self._jit = {k: v for k, v in self._jit.items()
-                         if len(k) > 2 and k[0] != "values" and k[2] == keep_n}
-            self._compiled = {k: v for k, v in self._compiled.items()
-                              if len(k[0]) > 2 and k[0][0] != "values" and k[0][2] == keep_n}
-        jax.clear_caches()
+        """Drops the compiled programs unless the next game has as many players (each holds
+        LLVM code pages; a full run compiles hundreds of them, and only games of equal n
+        share)."""
+        if keep_n is None or keep_n != self._n:
+            jax.clear_caches()
 
 
 def seed_keys(c, game: str, m: int):
@@ -270,36 +227,36 @@ def phase_game(c, runner: Runner, gs) -> dict:
     n = gs.n
     out = {"n": n, "budgets": budgets_for(c, n), "cells": {}}
     eff, identity = [], []
-    tasks = [(m, method) for m in out["budgets"] for method in c.methods]
-    # cells are independent: two threads overlap their XLA compilations (single-threaded)
-    # with each other's execution on the 2 cores
-    with concurrent.futures.ThreadPoolExecutor(max_workers=int(c.threads)) as pool:
-        done = list(pool.map(lambda t: (t, runner.run(gs, t[1], t[0],
-                                                      seed_keys(c, gs.name, t[0]))), tasks))
-    for (m, method), (res, draws, vals, secs, redo) in done:
+    # cells run one after another: every process must issue the same sharded programs (and
+    # their gathers) in the same order
+    for m in out["budgets"]:
         keys = seed_keys(c, gs.name, m)
-        mse = metrics.mse(res.phi, gs.phi[None])  # [S, E]
-        mean, ci = metrics.mean_ci95(mse)
-        cell = {"mse": mean, "mse_ci95": ci, "mse_all": mse,
-                "precision_at_5": float(metrics.precision_at_k(res.phi, gs.phi[None]).mean()),
-                "kendall_tau": float(metrics.kendall_tau(res.phi, gs.phi[None]).mean()),
-                "seconds": secs, "budget_spent_min": int(res.budget_spent.min()),
-                "budget_spent_max": int(res.budget_spent.max()),
-                "cond_max": float(np.nanmax(res.cond)) if np.isfinite(res.cond).any()
-                else float("nan"), "lstsq_resolved": redo,
-                "fallback": bool(res.used_fallback.any())}
-        if method == "oddshap":
-            cell["support_size"] = float(res.col_mask.sum(-1).mean())
-            if not res.used_fallback.any():
-                gap = np.abs(res.phi.sum(-1) - (gs.grand - gs.empty)[None])
-                eff.append(float(gap.max()))
-            if gs.name.startswith("soum") and m == 20 * n:
-                cell["planted_recall"] = planted_recall(res, gs, n, m, float(c.eta))
-        if method == "leverageshap" and not identity and is_high_budget(n, m, c.eta):
-            single = runner.fit("oddshap", n, m, keys, draws, vals, support="singletons")
-            identity.append(float(np.abs(np.asarray(single.phi) - res.phi).max()))
-        out["cells"][f"{m}/{method}"] = cell
-        _log("%s m=%d %s: MSE %.3g ± %.2g (%.1f s)", gs.name, m, method, mean, ci, secs)
+        for method in c.methods:
+            res, secs, redo = runner.run(gs, method, m, keys)
+            mse = metrics.mse(res.phi, gs.phi[None])  # [S, E]
+            mean, ci = metrics.mean_ci95(mse)
+            cell = {"mse": mean, "mse_ci95": ci, "mse_all": mse,
+                    "precision_at_5": float(metrics.precision_at_k(res.phi,
+                                                                   gs.phi[None]).mean()),
+                    "kendall_tau": float(metrics.kendall_tau(res.phi, gs.phi[None]).mean()),
+                    "seconds": secs, "budget_spent_min": int(res.budget_spent.min()),
+                    "budget_spent_max": int(res.budget_spent.max()),
+                    "cond_max": float(np.nanmax(res.cond)) if np.isfinite(res.cond).any()
+                    else float("nan"), "lstsq_resolved": redo,
+                    "fallback": bool(res.used_fallback.any())}
+            if method == "oddshap":
+                cell["support_size"] = float(res.col_mask.sum(-1).mean())
+                if not res.used_fallback.any():
+                    gap = np.abs(res.phi.sum(-1) - (gs.grand - gs.empty)[None])
+                    eff.append(float(gap.max()))
+                if gs.name.startswith("soum") and m == 20 * n:
+                    cell["planted_recall"] = planted_recall(res, gs, n, m, float(c.eta))
+            if method == "leverageshap" and not identity and is_high_budget(n, m, c.eta):
+                # the same keys draw LeverageSHAP's coalitions again (same sampler)
+                single = runner.estimates(gs, "oddshap", m, keys, support="singletons")
+                identity.append(float(np.abs(single.phi - res.phi).max()))
+            out["cells"][f"{m}/{method}"] = cell
+            _log("%s m=%d %s: MSE %.3g ± %.2g (%.1f s)", gs.name, m, method, mean, ci, secs)
     out["efficiency_gap"] = max(eff) if eff else float("nan")
     out["singleton_identity"] = identity[0] if identity else float("nan")
     return out
@@ -329,9 +286,7 @@ def phase_ablation(c, runner: Runner, gs, game_out: dict) -> dict:
             continue
         keys = seed_keys(c, gs.name, m)
         variants = (("unpaired", {"paired": False}), ("random_odd", {"support": "random_odd"}))
-        with concurrent.futures.ThreadPoolExecutor(max_workers=int(c.threads)) as pool:
-            done = list(pool.map(lambda v: runner.run(gs, "oddshap", m, keys, **v[1])[0],
-                                 variants))
+        done = [runner.run(gs, "oddshap", m, keys, **kw)[0] for _, kw in variants]
         row = {name: float(metrics.mse(res.phi, gs.phi[None]).mean())
                for (name, _), res in zip(variants, done)}
         row["oddshap"] = float(game_out["cells"][f"{m}/oddshap"]["mse"])
@@ -354,7 +309,6 @@ def normalise_config(c) -> None:
 
 def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     """Every phase -> claims, results.json and figures."""
-    from icml26_jax.core import distributed
     from icml26_jax.oddshap import report
 
     if not jax.config.jax_enable_x64:
@@ -363,7 +317,8 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     normalise_config(c)
     configs.validate(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     cache = os.path.join(workdir, "games_cache")
     keys_common = ("seed", "num_seeds", "explicands", "eta", "proxy", "proxy_depth",
                    "proxy_trees", "proxy_lr", "weights", "train_steps", "budget_fracs",
@@ -386,8 +341,10 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     def game_set(name):
         if name not in sets:
             steps = int(c.train_steps) or None
-            sets[name] = data.load_game_set(name, seed=int(c.seed), explicands=int(c.explicands),
-                                            cache_dir=cache, train_steps=steps)
+            sets[name] = distributed.primary_first(
+                lambda: data.load_game_set(name, seed=int(c.seed), explicands=int(c.explicands),
+                                           cache_dir=cache, train_steps=steps),
+                f"oddshap_game_{name}")
         return sets[name]
 
     m["games"], m["ablations"] = {}, {}

@@ -96,14 +96,18 @@ def fit_stack(seeds, x, y, w_train, w_val, kind, cfg: fitting.FitConfig, hidden:
     """Fits ``R`` independent pointwise MLPs at once (replicas on the leading axis).
 
     Replica ``r`` is initialised and shuffled from ``seeds[r]``; the replicas are sharded over
-    ``mesh`` (default ``core.mesh.runs_mesh(R)``).
+    every device of ``mesh`` (default ``core.mesh.runs_mesh(R)``), padded to a multiple of
+    its size.
 
     Args:
       seeds: ``R`` integer seeds.
       x: [R, n, d]; y, w_train, w_val: [R, n]; kind: [R] (``MSE``/``BCE``).
 
     Returns:
-      ``(graphdef, params [R, ...], fitting.History [R, ...])``.
+      ``(graphdef, params [R', ...], fitting.History [R, ...])``: the params stay on the
+      devices, sharded, with the padded leading size ``R' = core.mesh.padded_size(R, mesh)``
+      (pass them to :func:`predict_stack` as they are; ``core.mesh.to_host(params, R)``
+      reads them); the history is gathered to host NumPy arrays.
     """
     cfg.validate()
     x = np.asarray(x, np.float32)
@@ -113,7 +117,7 @@ def fit_stack(seeds, x, y, w_train, w_val, kind, cfg: fitting.FitConfig, hidden:
     params, hist = mesh_lib.map_runs(
         mesh, _fit_one, (graphdef, cfg), seeds, params, x, np.asarray(y, np.float32),
         np.asarray(w_train, bool), np.asarray(w_val, bool), np.asarray(kind, np.int32))
-    return graphdef, params, hist
+    return graphdef, params, mesh_lib.to_host(hist, len(seeds))
 
 
 def predict(graphdef, params, x) -> jax.Array:
@@ -126,11 +130,15 @@ def _predict_one(graphdef, params, x):
 
 
 def predict_stack(graphdef, params, x, mesh=None) -> np.ndarray:
-    """Predictions of stacked MLPs ``params [R, ...]`` at ``x [R, n, d]``: ``[R, n]``
-    (replicas sharded over ``mesh``, default ``core.mesh.runs_mesh(R)``)."""
+    """Predictions of stacked MLPs at ``x [R, n, d]``: host ``[R, n]``.
+
+    ``params`` are ``[R, ...]`` (host or device) or the padded device params of
+    :func:`fit_stack` / ``ranking.train_rankers`` on the same ``mesh`` (default
+    ``core.mesh.runs_mesh(R)``, over which the replicas are sharded)."""
     x = np.asarray(x, np.float32)
-    mesh = mesh or mesh_lib.runs_mesh(x.shape[0])
-    return mesh_lib.to_host(mesh_lib.map_runs(mesh, _predict_one, graphdef, params, x))
+    R = x.shape[0]
+    mesh = mesh or mesh_lib.runs_mesh(R)
+    return mesh_lib.to_host(mesh_lib.map_runs(mesh, _predict_one, graphdef, params, x), R)
 
 
 class NuisanceFit(NamedTuple):
@@ -178,6 +186,11 @@ def _split_val(rng: np.random.Generator, rows: np.ndarray, val_frac: float):
     return ~w_val, w_val
 
 
+def _first(params):
+    # Replica 0 of padded, sharded params, as (unsharded) device arrays.
+    return jax.tree.map(lambda a: jnp.asarray(a[0]), mesh_lib.to_host(params, 1))
+
+
 def fit_propensity(key_seed: int, x, t, cfg: fitting.FitConfig = fitting.FitConfig(),
                    val_frac: float = 0.2, hidden: int = 64):
     """One propensity MLP (BCE with logits) on ``x [n, d]``, ``t [n]``; ``val_frac`` of the
@@ -187,7 +200,7 @@ def fit_propensity(key_seed: int, x, t, cfg: fitting.FitConfig = fitting.FitConf
     w_tr, w_va = _split_val(np.random.default_rng(key_seed), np.arange(n), val_frac)
     g, p, _ = fit_stack([key_seed], np.asarray(x)[None], np.asarray(t)[None], w_tr[None],
                         w_va[None], [BCE], cfg, hidden)
-    return g, jax.tree.map(lambda a: a[0], p)
+    return g, _first(p)
 
 
 def fit_outcome(key_seed: int, x, y, cfg: fitting.FitConfig = fitting.FitConfig(),
@@ -198,7 +211,7 @@ def fit_outcome(key_seed: int, x, y, cfg: fitting.FitConfig = fitting.FitConfig(
     w_tr, w_va = _split_val(np.random.default_rng(key_seed), np.arange(n), val_frac)
     g, p, _ = fit_stack([key_seed], np.asarray(x)[None], np.asarray(y)[None], w_tr[None],
                         w_va[None], [MSE], cfg, hidden)
-    return g, jax.tree.map(lambda a: a[0], p)
+    return g, _first(p)
 
 
 def crossfit(seed, x, t, y, k: int, cfg: fitting.FitConfig = fitting.FitConfig(),

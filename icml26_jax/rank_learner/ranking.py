@@ -188,16 +188,18 @@ def _train_one(static, seed, params, x, tau_hat, phi_hat, x_val, phi_val, orthog
 
 def train_rankers(seeds, x, tau_hat, phi_hat, x_val, phi_val, orthogonal, cfg: RankerConfig,
                   hidden: int = 64, mesh=None):
-    """Trains ``R`` rankers at once, replicas on the leading axis sharded over ``mesh``
-    (default ``core.mesh.runs_mesh(R)``); replica ``r`` is initialised and draws its pairs
-    from ``seeds[r]``.
+    """Trains ``R`` rankers at once, replicas on the leading axis sharded over every device
+    of ``mesh`` (default ``core.mesh.runs_mesh(R)``; padded to a multiple of its size);
+    replica ``r`` is initialised and draws its pairs from ``seeds[r]``.
 
     Args:
       seeds: [R] ints; x: [R, n, d]; tau_hat, phi_hat: [R, n]; x_val: [R, v, d];
       phi_val: [R, v]; orthogonal: [R] bools.
 
     Returns:
-      ``(graphdef, params [R, ...], fitting.History [R, ...])``.
+      ``(graphdef, params [R', ...], fitting.History [R, ...])``: device params padded to
+      ``R' = core.mesh.padded_size(R, mesh)`` (for ``nuisance.predict_stack``), host history
+      (as ``nuisance.fit_stack``).
     """
     cfg.validate()
     x = np.asarray(x, np.float32)
@@ -210,4 +212,4 @@ def train_rankers(seeds, x, tau_hat, phi_hat, x_val, phi_val, orthogonal, cfg: R
     params, hist = mesh_lib.map_runs(mesh, _train_one, (graphdef, cfg), seeds, params, x,
                                      f32(tau_hat), f32(phi_hat), f32(x_val), f32(phi_val),
                                      np.asarray(orthogonal, bool))
-    return graphdef, params, hist
+    return graphdef, params, mesh_lib.to_host(hist, len(seeds))

@@ -20,6 +20,7 @@ import numpy as np
 from absl import logging
 
 from icml26_jax.core import checkpoint, distributed
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.rank_learner import baselines, configs, data, fitting, metrics, nuisance, ranking
 
 METHODS = ("oracle", "rank", "plugin", "dr", "t")
@@ -114,31 +115,33 @@ def prepare(c, dgp: str, seeds) -> dict:
 # --------------------------------------------------------------------------- evaluation
 
 
-@jax.jit
-def _evaluate(score, tau, mu0, mu1, phi):
-    def one(s, t, m0, m1, p):
-        return {"autoc": metrics.autoc(s, t), "pv": metrics.policy_value(s, m0, m1),
-                "approx_autoc": metrics.approx_autoc_dr(s, p),
-                "kendall": metrics.kendall_tau(s, t), "spearman": metrics.spearman(s, t)}
-    return jax.vmap(one)(score, tau, mu0, mu1, phi)
+def _evaluate_one(_, score, tau, mu0, mu1, phi):
+    return {"autoc": metrics.autoc(score, tau), "pv": metrics.policy_value(score, mu0, mu1),
+            "approx_autoc": metrics.approx_autoc_dr(score, phi),
+            "kendall": metrics.kendall_tau(score, tau), "spearman": metrics.spearman(score, tau)}
 
 
-@jax.jit
-def _toc(score, tau):
-    return jax.vmap(metrics.toc_curve)(score, tau)
+def _toc_one(_, score, tau):
+    return metrics.toc_curve(score, tau)
 
 
 def evaluate(score, test: data.CausalData, phi_test) -> dict:
     """Test metrics of scores ``[S, n]`` against ground truth: AUTOC, PV, the DR-approximate
-    AUTOC (from ``phi_test``), Kendall and Spearman with tau; each ``[S]``."""
-    f = lambda a: jnp.asarray(a, jnp.float32)  # noqa: E731
-    out = _evaluate(f(score), f(test.tau), f(test.mu0), f(test.mu1), f(phi_test))
-    return {k: np.asarray(v, np.float64) for k, v in out.items()}
+    AUTOC (from ``phi_test``), Kendall and Spearman with tau; each ``[S]`` (the seeds
+    sharded over every device)."""
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    S = np.shape(score)[0]
+    out = mesh_lib.map_runs(mesh_lib.runs_mesh(S), _evaluate_one, None, f(score), f(test.tau),
+                            f(test.mu0), f(test.mu1), f(phi_test))
+    return {k: np.asarray(v, np.float64) for k, v in mesh_lib.to_host(out, S).items()}
 
 
 def toc_grid(score, tau) -> np.ndarray:
     """The seed-mean TOC curve at ``TOC_POINTS`` evenly spaced treated fractions."""
-    toc = np.asarray(_toc(jnp.asarray(score, jnp.float32), jnp.asarray(tau, jnp.float32)))
+    S = np.shape(score)[0]
+    toc = mesh_lib.to_host(mesh_lib.map_runs(mesh_lib.runs_mesh(S), _toc_one, None,
+                                             np.asarray(score, np.float32),
+                                             np.asarray(tau, np.float32)), S)
     n = toc.shape[1]
     k = np.unique(np.linspace(1, n, TOC_POINTS).round().astype(int)) - 1
     return toc.mean(0)[k]

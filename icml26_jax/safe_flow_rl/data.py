@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from icml26_jax.core import distributed
 from icml26_jax.datasets import offline_episodes
 from icml26_jax.safe_flow_rl import envs
 
@@ -305,8 +306,14 @@ def load_or_make_dataset(env_params: envs.EnvParams, n_transitions: int, seed,
     path = os.path.join(os.fspath(workdir), "data", name)
     t0 = time.perf_counter()
     cached = os.path.exists(path)
-    if not cached:
-        offline_episodes.save_source(make_dataset(env_params, n_transitions, key, mix), path)
+
+    def make_source():
+        if not os.path.exists(path):
+            offline_episodes.save_source(make_dataset(env_params, n_transitions, key, mix), path)
+
+    # Process 0 generates and writes the source; after a barrier the others find it. (TFDS
+    # preparation below is likewise done by process 0 first: core.data.data_source.)
+    distributed.primary_first(make_source, f"safe_flow_rl_source:{path}")
     # Written and read through the TFDS builder (ArrayRecord, one example per episode), the
     # same path a user's own data of this schema takes (offline_episodes.save_source).
     ds = offline_episodes.load_offline_episodes(

@@ -2,8 +2,8 @@
 
 A policy is ``act(params, key, obs [B, O]) -> a [B, A]`` (``policies.refined_policy``, the
 constructors of ``baselines``). :func:`rollout` runs ``E`` episodes from given start states
-with one ``lax.scan`` over the horizon, vmapped over the training seeds (params stacked per
-seed); every policy is evaluated from the *same* starts (common random numbers). An episode
+with one ``lax.scan`` over the horizon, mapped over the training seeds (params stacked per
+seed; the seeds sharded over every device); every policy is evaluated from the *same* starts (common random numbers). An episode
 stops counting at its first ``done`` (goal, out of bounds or horizon); the scan keeps stepping
 the finished ones, masked.
 
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.safe_flow_rl import data as data_lib
 from icml26_jax.safe_flow_rl import envs
 
@@ -70,12 +71,28 @@ def rollout(act, params, key, starts: envs.EnvState, env_params: envs.EnvParams)
             "xy": xy}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4))
-def rollout_seeds(act, params, key, starts, env_params):
-    """:func:`rollout` vmapped over seeds: params stacked [S, ...], one key per seed."""
+def _rollout_one(static, params, key_data, starts):
+    act, env_params = static
+    return rollout(act, params, jax.random.wrap_key_data(key_data), starts, env_params)
+
+
+def rollout_seeds(act, params, key, starts, env_params, mesh=None):
+    """:func:`rollout` for every seed: params stacked [S, ...], seed i's key
+    ``fold_in(key, i)``; the seeds are sharded over the ``RUNS`` axis of ``mesh`` (default
+    ``core.mesh.runs_mesh()``: every device of every process; ``core.mesh.map_runs``).
+    ``act`` and ``env_params`` must be hashable (one compile per policy).
+
+    Returns:
+      The :func:`rollout` arrays with a leading seed axis [S, ...], as host NumPy arrays.
+    """
     S = jax.tree.leaves(params)[0].shape[0]
+    mesh = mesh if mesh is not None else mesh_lib.runs_mesh(S)
     keys = jnp.stack([jax.random.fold_in(key, i) for i in range(S)])
-    return jax.vmap(lambda p, k: rollout(act, p, k, starts, env_params))(params, keys)
+    per_seed = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (S,) + np.shape(x)),
+                            starts)  # every seed from the same starts
+    out = mesh_lib.map_runs(mesh, _rollout_one, (act, env_params), params,
+                            mesh_lib.to_host(jax.random.key_data(keys)), per_seed)
+    return mesh_lib.to_host(out, S)
 
 
 def ood_nll(flow_graphdef, flow_params, obs, actions, alive):

@@ -418,7 +418,8 @@ def run(c, workdir: str) -> dict:
     normalise_config(c)
     validate_config(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     stage_s = {}
     models = fit(c, workdir, stage_s)
     t0 = time.time()

@@ -306,7 +306,8 @@ def run_online_group(keys, mcm_cfgs, online_cfgs, mesh=None, *, stop_extra=None,
       keys: one typed PRNG key per configuration.
       mcm_cfgs, online_cfgs: the configurations; they may differ only in ``d`` and
         ``latent_corr`` (MCM) and ``d``, ``delta``, ``n_steps`` (online).
-      mesh: None, or a mesh with a ``core.mesh.RUNS`` axis over which the rows are sharded.
+      mesh: None, or a mesh with a ``core.mesh.RUNS`` axis over which the rows are sharded
+        (``core.mesh.map_runs``: padded to a multiple of its size, padding dropped on read).
       stop_extra: None (run every configuration to its n_steps), or steps (an int, or one per
         configuration) to keep running after the median |m_watch| of a configuration first
         exceeds ``thr`` at a record n*; its records stop at the first segment end past
@@ -372,7 +373,7 @@ def run_online_group(keys, mcm_cfgs, online_cfgs, mesh=None, *, stop_extra=None,
         if extra is None:
             continue
         done = c * chunk
-        buf = mesh_lib.to_host(state.buf).reshape(K, R, n_rec, 2)
+        buf = mesh_lib.to_host(state.buf, K * R).reshape(K, R, n_rec, 2)
         meds = []
         for i in range(K):
             taken = int(np.searchsorted(ns[i], done, side="right"))
@@ -387,7 +388,7 @@ def run_online_group(keys, mcm_cfgs, online_cfgs, mesh=None, *, stop_extra=None,
             progress(done, meds)
         if all(x is not None for x in cut):
             break
-    buf = mesh_lib.to_host(state.buf).reshape(K, R, n_rec, 2)
+    buf = mesh_lib.to_host(state.buf, K * R).reshape(K, R, n_rec, 2)
     out = []
     for i in range(K):
         end = c * chunk if cut[i] is None else cut[i]

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from absl import logging
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.core.flags import as_tuple
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.simplicity_bias import configs, images, mcm, online, report, theory
@@ -436,7 +436,8 @@ def run(config, workdir: str) -> dict:
     validate_config(c)
     t_start = time.time()
     parts = as_tuple(c.parts, str)
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # only process 0 writes (orbax makes its own directories)
+        os.makedirs(workdir, exist_ok=True)
     logging.info("simplicity_bias %s: parts %s, %d replicas on %d device(s)", c.variant,
                  ", ".join(parts), c.replicas, jax.device_count())
     fns = {"pairwise": part_pairwise, "cumulant": part_cumulant,
@@ -456,6 +457,7 @@ def run(config, workdir: str) -> dict:
     res = dict(paper=PAPER, variant=c.variant, seed=int(c.seed), config=c, metrics=met,
                claims=cl, runtime_s=time.time() - t_start, figures=figs)
     results.write_results(workdir, **res)
-    print(report.table(met))
-    print(results.claims_table(cl))
+    if distributed.is_primary():
+        print(report.table(met))
+        print(results.claims_table(cl))
     return results.to_jsonable(res)

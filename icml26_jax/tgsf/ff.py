@@ -32,6 +32,7 @@ import optax
 from flax import nnx
 
 from icml26_jax.core import checkpoint, plotting, results
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.tgsf import baselines
 from icml26_jax.tgsf import camera as camlib
 from icml26_jax.tgsf import data as datalib
@@ -142,10 +143,10 @@ class FFState(NamedTuple):
     ema: nnx.State
 
 
-def _tx(c):
-    steps = max(int(c.ff_steps), 2)
-    warmup = max(1, min(int(c.ff_warmup), steps // 2))  # short runs keep a cosine phase
-    sched = optax.warmup_cosine_decay_schedule(0.0, float(c.ff_lr), warmup, steps)
+def _tx(steps: int, warmup: int, lr: float):
+    steps = max(int(steps), 2)
+    warmup = max(1, min(int(warmup), steps // 2))  # short runs keep a cosine phase
+    sched = optax.warmup_cosine_decay_schedule(0.0, float(lr), warmup, steps)
     return optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=0.05)
 
 
@@ -154,52 +155,65 @@ def _ema_update(ema, params, step, decay: float):
     return jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema, params)
 
 
-def _train(c, workdir: str, pool: Clips, clip_fn, params, args, *, name: str,
-           extra: dict | None = None):
-    """Trains stacked models [A] (``args`` [A] or None) on the same random batches with
-    AdamW + EMA, resumable; ``clip_fn(params, arg, clip_in, clip_rgb, key, step) -> (loss,
-    terms)``. Returns (EMA params [A], logs)."""
-    tx = _tx(c)
+def _ff_step(inner, st, args, key, step):
+    """One AdamW + EMA step of one model (``fitlib.replica_loop``); ``args = (arm or None,
+    pool)``, ``inner = (offset, graphdef, batch, ema decay, steps, warmup, lr)``."""
+    offset, graphdef, B, decay, steps, warmup, lr = inner
+    tx = _tx(steps, warmup, lr)
+    arg, pool = args
+    M = pool.query_rgb.shape[0]
+    kb = jax.random.fold_in(key, step)
+    idx = jax.random.randint(kb, (B,), 0, M)
+    keys = jax.random.split(jax.random.fold_in(kb, 1), B)
+
+    def clip_fn(p, clip_in, clip_rgb, k):
+        if offset:
+            return offset_loss(p, graphdef, clip_in, clip_rgb, k, step)
+        return clip_loss(p, graphdef, arg, clip_in, clip_rgb, k, step)
+
+    def loss(p):
+        f = lambda i, k: clip_fn(p, jax.tree.map(lambda x: x[i], pool.inputs),  # noqa: E731
+                                 pool.query_rgb[i], k)
+        ls, terms = jax.vmap(f)(idx, keys)
+        return jnp.mean(ls), jax.tree.map(jnp.mean, terms)
+
+    (l, terms), grads = jax.value_and_grad(loss, has_aux=True)(st.params)
+    upd, opt = tx.update(grads, st.opt, st.params)
+    p = optax.apply_updates(st.params, upd)
+    ema = _ema_update(st.ema, p, step.astype(jnp.float32), decay)
+    return FFState(p, opt, ema), dict(terms, loss=l)
+
+
+def _train(c, workdir: str, pool: Clips, graphdef, params, args, *, name: str,
+           offset: bool = False, extra: dict | None = None):
+    """Trains stacked models [A] (``args`` [A] arms, or None for the offset head) on the same
+    random batches with AdamW + EMA, resumable, the models sharded over every device
+    (``fitlib.replica_loop``). Returns (EMA params [A] as host arrays, logs)."""
+    inner = (bool(offset), graphdef, int(c.ff_batch), float(c.ff_ema), int(c.ff_steps),
+             int(c.ff_warmup), float(c.ff_lr))
+    tx = _tx(*inner[4:])
     A = jax.tree.leaves(params)[0].shape[0]
     state = FFState(params, jax.vmap(tx.init)(params), params)
-    M = pool.query_rgb.shape[0]
-    B = int(c.ff_batch)
-
-    def one(st, arg, key, step):
-        kb = jax.random.fold_in(key, step)
-        idx = jax.random.randint(kb, (B,), 0, M)
-        keys = jax.random.split(jax.random.fold_in(kb, 1), B)
-
-        def loss(p):
-            f = lambda i, k: clip_fn(p, arg, jax.tree.map(lambda x: x[i], pool.inputs),  # noqa: E731
-                                     pool.query_rgb[i], k, step)
-            ls, terms = jax.vmap(f)(idx, keys)
-            return jnp.mean(ls), jax.tree.map(jnp.mean, terms)
-
-        (l, terms), grads = jax.value_and_grad(loss, has_aux=True)(st.params)
-        upd, opt = tx.update(grads, st.opt, st.params)
-        p = optax.apply_updates(st.params, upd)
-        ema = _ema_update(st.ema, p, step.astype(jnp.float32), float(c.ff_ema))
-        return FFState(p, opt, ema), dict(terms, loss=l)
-
+    # Every model reads the same pool (a per-model copy: map_runs maps a leading axis).
+    pools = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (A,) + x.shape), pool)
     key = jax.random.fold_in(jax.random.key(int(c.seed)), 3)
     keys = jnp.stack([key] * A)  # the same batches for every model (paired comparison)
     fp = checkpoint.config_fingerprint({k: c[k] for k in (
         "seed", "ff_image_size", "ff_width", "ff_steps", "ff_batch", "ff_lr", "ff_warmup",
         "ff_ema", "ff_train_clips")} | (extra or {}))
-    state, logs = checkpoint.seed_loop(
-        state, args, one, keys, steps=int(c.ff_steps), chunk=max(1, int(c.ff_steps) // 5),
+    state, logs = fitlib.replica_loop(
+        mesh_lib.runs_mesh(A), _ff_step, inner, state, (args, pools), keys,
+        steps=int(c.ff_steps), chunk=max(1, int(c.ff_steps) // 5),
         directory=os.path.join(workdir, "ckpt", name), fingerprint=fp, name=name,
         message=lambda m: "loss " + " ".join(f"{float(x):.4f}" for x in m["loss"]))
     return state.ema, logs
 
 
 def train_models(c, workdir: str, pool: Clips, graphdef, params0):
-    """Trains the three arms vmapped from identical initial weights; returns (EMA params
-    stacked [3], logs)."""
+    """Trains the three arms from identical initial weights (sharded over the devices);
+    returns (EMA params stacked [3], logs)."""
     params = jax.tree.map(lambda x: jnp.stack([x] * len(ARM_NAMES)), params0)
-    return _train(c, workdir, pool, lambda p, arm, *a: clip_loss(p, graphdef, arm, *a),
-                  params, arms(), name="e3")
+    return _train(c, workdir, pool, graphdef, params, arms(), name="e3")
 
 
 def offset_loss(params, graphdef, clip_in: datalib.FitData, clip_rgb, key, step):
@@ -230,9 +244,8 @@ def offset_loss(params, graphdef, clip_in: datalib.FitData, clip_rgb, key, step)
 
 def train_offset(c, workdir: str, pool: Clips, graphdef, params0):
     """Trains the offset-head baseline on the same batches; returns (EMA params, logs)."""
-    ema, logs = _train(c, workdir, pool, lambda p, _, *a: offset_loss(p, graphdef, *a),
-                       jax.tree.map(lambda x: x[None], params0), None, name="e3_offset",
-                       extra={"offset": True})
+    ema, logs = _train(c, workdir, pool, graphdef, jax.tree.map(lambda x: x[None], params0),
+                       None, name="e3_offset", offset=True, extra={"offset": True})
     return jax.tree.map(lambda x: x[0], ema), logs
 
 

@@ -14,8 +14,9 @@ rendered 3D displacements of every horizon come from ONE rasterisation (they sha
 weights w_i(p) of (cam_t, t)); the coupled baseline additionally renders the depth at each
 target view (no gradient) to align its pseudo-depth. The arms of an experiment (Taylor order,
 temporal opacity, supervision) differ only by the masks and weights of an ``Arm``, so every
-arm and seed trains in one compiled program: ``fit`` vmaps the step over arms x seeds and runs
-it with ``core.checkpoint.seed_loop`` (orbax chunks, resumable).
+arm and seed trains in one compiled program: ``fit`` maps the step over arms x seeds with
+``replica_loop`` (``core.mesh.map_runs``: the arms x seeds replicas sharded over every device of
+a ``RUNS`` mesh, every process included; orbax chunks, resumable).
 
 Initialisation: N / K Gaussians from each of K keyframes (times {0, 0.35, 0.7} in the
 experiments) by back-projecting a random subset of pixels with the (noisy) pseudo-depth; the
@@ -34,6 +35,7 @@ import numpy as np
 import optax
 
 from icml26_jax.core import checkpoint
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.optim import promotion_safe
 from icml26_jax.tgsf import camera as camlib
 from icml26_jax.tgsf import data as datalib
@@ -293,11 +295,69 @@ def init_fits(datas: datalib.FitData, keyframes: tuple[int, ...], num_gaussians:
     return jax.vmap(lambda d: jax.vmap(lambda k: one(d, k))(seed_keys))(datas)
 
 
+def _scan_steps(static, state, args, key_data, start):
+    """``n`` steps ``[start, start + n)`` of one replica: ``static = (step, inner, n)`` with
+    ``step(inner, state, args, key, i) -> (state, logs)`` (``replica_loop``)."""
+    step, inner, n = static
+    key = jax.random.wrap_key_data(key_data)
+    return jax.lax.scan(lambda st, i: step(inner, st, args, key, i), state,
+                        start + jnp.arange(n, dtype=jnp.int32))
+
+
+def replica_loop(mesh, step, inner, state, args, keys, *, steps: int, chunk: int,
+                 directory: str, fingerprint: int, name: str, message):
+    """Trains R stacked replicas (arms x seeds, models) for ``steps`` steps in resumable chunks,
+    the replicas sharded over the ``RUNS`` axis of ``mesh`` (``core.mesh.map_runs``).
+
+    Args:
+      mesh: a ``core.mesh.runs_mesh``; R is padded to a multiple of its size, and the padded
+        replicas are computed and dropped.
+      step: module-level ``step(inner, state_r, args_r, key_r, i) -> (state_r, logs_r)``, one
+        replica's step ``i`` (logs: a dict of scalars).
+      inner: hashable constants of ``step`` (a jit static argument).
+      state: the trained pytree stacked [R, ...].
+      args: frozen per-replica inputs stacked [R, ...] (or None).
+      keys: [R] typed keys; step ``i`` of replica ``r`` draws from ``fold_in(keys[r], i)``.
+      steps, chunk, directory, fingerprint, name: as in ``core.checkpoint.run_chunks``.
+      message: ``message(logs_of_last_step) -> str`` (host arrays [R]) for the progress line.
+
+    Returns:
+      (state as host NumPy arrays [R, ...], logs {name: [steps, R]}).
+    """
+    R = int(jax.tree.leaves(state)[0].shape[0])
+    key_data = mesh_lib.to_host(jax.random.key_data(keys))  # [R, 2]
+    one = lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype)  # noqa: E731
+    shapes = jax.eval_shape(lambda st, a, k: step(inner, st, a, k, jnp.int32(0))[1],
+                            jax.tree.map(one, state), jax.tree.map(one, args), keys[0])
+    logs = {k: np.zeros((int(steps), R) + v.shape, np.float32) for k, v in shapes.items()}
+
+    def advance(st, lg, start, n):
+        st, out = mesh_lib.map_runs(mesh, _scan_steps, (step, inner, n), st, args, key_data,
+                                    np.full((R,), start, np.int32))
+        out = mesh_lib.to_host(out, R)  # {k: [R, n]}
+        for k, v in out.items():
+            lg[k][start:start + n] = np.swapaxes(v, 0, 1)
+        # The R replicas as host arrays: the checkpoint holds no padding, and orbax writes
+        # host arrays from process 0 alone.
+        return mesh_lib.to_host(st, R), message({k: v[:, -1] for k, v in out.items()})
+
+    return checkpoint.run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
+                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)
+
+
+def _fit_step(inner, state, args, key, step):
+    lr_scale, motion_scale, coupled, pixel_chunk = inner
+    tx = optimizer(lr_scale, motion_scale=motion_scale)
+    return train_step(state, args[0], args[1], key, step, tx=tx, coupled=coupled,
+                      pixel_chunk=pixel_chunk)
+
+
 def fit(datas: datalib.FitData, arms: Arm, *, keyframes: tuple[int, ...], num_gaussians: int,
         num_seeds: int, steps: int, key, directory: str, fingerprint: int, chunk: int = 200,
         coupled: bool = False, pixel_chunk: int = 1024, name: str = "fit",
-        lr_scale: float = 1.0, motion_lr_scale: float = 1.0):
-    """Fits A arms x S seeds at once (one compiled, vmapped step; resumable in chunks).
+        lr_scale: float = 1.0, motion_lr_scale: float = 1.0, mesh=None):
+    """Fits A arms x S seeds at once (one compiled step mapped over the A S replicas, sharded
+    over ``mesh``; resumable in chunks).
 
     Args:
       datas: ``FitData`` stacked over arms [A, ...] (arms may be different scenes or label
@@ -309,16 +369,20 @@ def fit(datas: datalib.FitData, arms: Arm, *, keyframes: tuple[int, ...], num_ga
         (shared by the arms, so arms differ only by what the arm changes).
       steps: optimisation steps per fit.
       key: PRNG key.
-      directory, fingerprint, chunk, name: checkpointing (``core.checkpoint.seed_loop``).
+      directory, fingerprint, chunk, name: checkpointing (``core.checkpoint.run_chunks``).
       coupled: whether any arm uses the lifted-scene-flow loss (adds target renders).
       pixel_chunk: rasteriser chunk.
       lr_scale, motion_lr_scale: learning-rate factors (``optimizer``).
+      mesh: ``RUNS`` mesh the A S replicas are sharded over (default
+        ``core.mesh.runs_mesh()``: every device of every process).
 
     Returns:
-      (Gaussians [A, S, N, ...] as ``apply_arm`` leaves them raw, logs {term: [steps, A, S]}).
+      (Gaussians [A, S, N, ...] as host arrays, as ``apply_arm`` leaves them raw,
+      logs {term: [steps, A, S]}).
     """
     A = int(arms.vel_on.shape[0])
     S = int(num_seeds)
+    mesh = mesh if mesh is not None else mesh_lib.runs_mesh(A * S)
     k_init, k_steps = jax.random.split(key)
     g0 = init_fits(datas, tuple(keyframes), int(num_gaussians),
                    checkpoint.per_seed_keys(k_init, S))
@@ -329,14 +393,10 @@ def fit(datas: datalib.FitData, arms: Arm, *, keyframes: tuple[int, ...], num_ga
     rep = lambda x: jnp.repeat(jnp.asarray(x), S, axis=0)  # noqa: E731  [A] -> [A S]
     args = (jax.tree.map(rep, datas), jax.tree.map(rep, arms))
     seed_keys = jnp.tile(checkpoint.per_seed_keys(k_steps, S), A)
-
-    def one(st, a, k, step):
-        return train_step(st, a[0], a[1], k, step, tx=tx, coupled=coupled,
-                          pixel_chunk=pixel_chunk)
-
-    state, logs = checkpoint.seed_loop(
-        state, args, one, seed_keys, steps=int(steps), chunk=int(chunk), directory=directory,
-        fingerprint=fingerprint, name=name,
+    inner = (float(lr_scale), float(motion_lr_scale), bool(coupled), int(pixel_chunk))
+    state, logs = replica_loop(
+        mesh, _fit_step, inner, state, args, seed_keys, steps=int(steps), chunk=int(chunk),
+        directory=directory, fingerprint=fingerprint, name=name,
         message=lambda m: f"loss {float(np.mean(m['loss'])):.4f} "
                           f"photo {float(np.mean(m['photo'])):.4f}")
     g = jax.tree.map(lambda x: x.reshape((A, S) + x.shape[1:]), state.g)

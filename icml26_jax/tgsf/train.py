@@ -232,7 +232,8 @@ def run(c, workdir: str) -> dict:
     normalise_config(c)
     validate_config(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     m, art, stage_s = {}, {}, {}
     for name, stage in (("e1", run_e1), ("e2", run_e2), ("e3", ff.run_e3)):
         if name in c.experiments:

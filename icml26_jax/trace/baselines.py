@@ -29,6 +29,7 @@ import jax
 import numpy as np
 from scipy.special import logsumexp
 
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.trace import infer, model
 
 
@@ -197,18 +198,19 @@ def moving_average_of(onehot, window: int = 5) -> np.ndarray:
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
 def _expert_log_probs(graphdef, params, z, active):
-    t, b = z.shape[:2]
-    lp = model.expert_log_probs(graphdef, params, z.reshape((t * b,) + z.shape[2:]), active)
-    return lp.reshape(len(active), t, b).transpose(1, 0, 2)  # [T, K_a, B]
+    return model.expert_log_probs(graphdef, params, z, active).T  # [B, K_a]
 
 
-def pooled_loglik(graphdef, params, z, active) -> tuple[np.ndarray, np.ndarray]:
+def pooled_loglik(graphdef, params, z, active, mesh=None) -> tuple[np.ndarray, np.ndarray]:
     """Emissions of the discrete-switching baselines from the trained experts.
 
     Args:
-      graphdef, params: a split :class:`model.TraceVAE` (the same one TRACE uses).
+      graphdef, params: a split :class:`model.TraceVAE` (the same one TRACE uses); with a
+        ``mesh``, ``params`` replicated on it.
       z: ``[T, B, L + 1, d]`` encoder means of one trajectory ensemble.
       active: the active domains (expert indices), in the order of the estimates' columns.
+      mesh: a ``core.mesh.data_mesh``: the ``T * B`` sequences are sharded over its devices
+        (``core.mesh.batched``); None computes them on one device.
 
     Returns:
       ``(pooled [T, K_a], per_sample [T, K_a, B])``, float64: ``per_sample[t, k, b] =
@@ -217,6 +219,10 @@ def pooled_loglik(graphdef, params, z, active) -> tuple[np.ndarray, np.ndarray]:
     z = np.asarray(z, np.float32)
     if z.ndim != 4:
         raise ValueError(f"z must be [T, B, L + 1, d], got shape {z.shape}")
-    per = np.asarray(_expert_log_probs(graphdef, params, z, tuple(int(a) for a in active)),
-                     np.float64)
+    t, b = z.shape[:2]
+    rows = z.reshape((t * b,) + z.shape[2:])
+    active = tuple(int(a) for a in active)
+    lp = mesh_lib.batched(lambda zb: _expert_log_probs(graphdef, params, zb, active), t * b,
+                          t * b, rows, mesh=mesh)  # [T * B, K_a]
+    per = np.asarray(lp, np.float64).reshape(t, b, len(active)).transpose(0, 2, 1)
     return per.sum(axis=-1), per

@@ -33,7 +33,7 @@ import optax
 from absl import logging
 from flax import nnx
 
-from icml26_jax.core import checkpoint, distributed, optim, results
+from icml26_jax.core import checkpoint, distributed, mesh as mesh_lib, optim, results
 from icml26_jax.core.flags import as_tuple
 from icml26_jax.trace import baselines, configs, data, infer, metrics, model, report
 
@@ -63,9 +63,26 @@ def _stack_domains(pure: data.PureData, k: int) -> np.ndarray:
     return np.asarray(pure.x, np.float32).reshape(k, n, *pure.x.shape[1:])
 
 
-def validation_mcc(graphdef, params, val: data.PureData, encode) -> float:
+def on_mesh(params, mesh):
+    """``params`` replicated on every device of ``mesh`` (as they are without a mesh)."""
+    if mesh is None:
+        return params
+    return jax.tree.map(lambda a: mesh_lib.replicate(mesh_lib.to_host(a), mesh), params)
+
+
+def encode_rows(encode, params, x, mesh=None) -> np.ndarray:
+    """Encoder means ``encode(params, x)`` of sequences ``x [..., L + 1, d]`` -> host float32
+    ``[..., L + 1, d]``; with a ``mesh`` (``core.mesh.data_mesh``, ``params`` replicated on
+    it) the sequences are sharded over its devices (``core.mesh.batched``)."""
+    x = np.asarray(x, np.float32)
+    rows = x.reshape((-1,) + x.shape[-2:])
+    z = mesh_lib.batched(lambda xb: encode(params, xb), len(rows), len(rows), rows, mesh=mesh)
+    return np.asarray(z).reshape(x.shape[:-2] + z.shape[1:])
+
+
+def validation_mcc(graphdef, params, val: data.PureData, encode, mesh=None) -> float:
     """MCC of the encoder means against the true latents over every step (spec §Metrics)."""
-    z = np.asarray(encode(params, jnp.asarray(val.x, jnp.float32)), np.float64)
+    z = np.asarray(encode_rows(encode, on_mesh(params, mesh), val.x, mesh), np.float64)
     d = z.shape[-1]
     return metrics.mcc(z.reshape(-1, d), np.asarray(val.y, np.float64).reshape(-1, d))
 
@@ -85,6 +102,7 @@ def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: dat
     xs = jnp.asarray(_stack_domains(pure, k))  # [K, n, 3, d]
     m = batch // k
     encode = jax.jit(lambda p, x: model.encode_mean(graphdef, p, x))
+    mesh = mesh_lib.data_mesh()
 
     def one(carry, i):
         p, opt = carry
@@ -108,15 +126,19 @@ def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: dat
     n_chunks = -(-steps // int(c.eval_every))
     logs = {"mcc": np.full(n_chunks + 1, np.nan), "loss": np.full(n_chunks + 1, np.nan),
             "step": np.zeros(n_chunks + 1)}
-    logs["mcc"][0] = validation_mcc(graphdef, params, val, encode)
+    logs["mcc"][0] = validation_mcc(graphdef, params, val, encode, mesh)
 
     def advance(state, lg, start, n):
+        state = jax.tree.map(jnp.asarray, state)  # a host state (fresh or restored)
         state, losses = (chunk if n == int(c.eval_every) else tail)(state, jnp.int32(start))
         j = -(-(start + n) // int(c.eval_every))
         lg["step"][j] = start + n
         lg["loss"][j] = float(np.mean(np.asarray(losses)))
-        lg["mcc"][j] = validation_mcc(graphdef, state[0], val, encode)
-        return state, f"loss {lg['loss'][j]:.3f}, validation MCC {lg['mcc'][j]:.3f}"
+        lg["mcc"][j] = validation_mcc(graphdef, state[0], val, encode, mesh)
+        # Back to the host: the checkpoint holds host arrays, which process 0 alone writes
+        # (orbax writes per-process metadata for device arrays).
+        return mesh_lib.to_host(state), (f"loss {lg['loss'][j]:.3f}, validation MCC "
+                                         f"{lg['mcc'][j]:.3f}")
 
     state = (params, tx.init(params))
     if steps:
@@ -198,11 +220,13 @@ def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
     estimator on true latents and raw observations (no encoder)."""
     T = int(c.T)
     encode = jax.jit(lambda p, x: model.encode_mean(graphdef, p, x)) if with_model else None
+    mesh = mesh_lib.data_mesh()  # sequences of every encoding sharded over every device
     if with_model:
-        z_pure = np.asarray(encode(params, jnp.asarray(pure.x, jnp.float32)))
+        params = on_mesh(params, mesh)
+        z_pure = encode_rows(encode, params, pure.x, mesh)
         basis = bases(pure, z_pure, active)
         experts = tuple(int(a) for a in active)
-        loglik = lambda z: baselines.pooled_loglik(graphdef, params, z, experts)
+        loglik = lambda z: baselines.pooled_loglik(graphdef, params, z, experts, mesh)
     else:
         basis = bases(pure, np.asarray(pure.y), active)
     out = {"sigma_min": {s: infer.sigma_min(b) for s, b in basis.items()}}
@@ -217,7 +241,7 @@ def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
                 x, y = data.sample_trajectory(rng, mp, alpha, active, batch=int(c.ensemble),
                                               mix_mode=mode)
                 if with_model:
-                    z = np.asarray(encode(params, jnp.asarray(x, jnp.float32)))
+                    z = encode_rows(encode, params, x, mesh)
                     enc = Encoded(x, y, z)
                     est = estimate(c, enc, basis, loglik, T, methods)
                 else:
@@ -343,7 +367,8 @@ def run(c: ml_collections.ConfigDict, workdir: str) -> dict:
     normalise_config(c)
     configs.validate(c)
     t_start = time.time()
-    os.makedirs(workdir, exist_ok=True)
+    if distributed.is_primary():  # the only writer (results.json, figures)
+        os.makedirs(workdir, exist_ok=True)
     k_main, k_abl = jax.random.split(jax.random.key(int(c.seed)))
     m = {"runtime_s": {}}
     if "main" in c.parts:

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from icml26_jax.adarope import configs, optim, train
 from icml26_jax.core import results, testing
@@ -53,6 +54,37 @@ def test_vmapped_arms_equal_one_by_one():
     p2, loss2, _ = _one_chunk(c, arms, [0] * 3, prog)
     testing.tree_allclose(p_all, p2, atol=0, rtol=0)
     assert not np.allclose(loss_all[0], loss_all[2])
+
+
+def test_models_sharded_over_every_device_equal_unsharded(tmp_path):
+    """3 models on 8 devices (padded to 8 by repeating the last one): training, evaluation
+    and the learned frequencies equal the single-device program, padding dropped."""
+    assert jax.device_count() % 3
+    c = _tiny()
+    arms = ["rope", "adarope", "nope"]
+    p_ref, loss_ref, _ = _one_chunk(c, arms, [0] * 3)  # one device, no mesh
+    g, p, r = train.build(c, [train.rope_config(c, a) for a in arms], [0] * 3)
+    logf0 = train.learned_log_freqs(g, p, r)
+    opt = optim.make_optimizer(train.dict_config(c.opt, steps=c.steps))
+    params, losses = train._train(c, g, p, r, opt,
+                                  train._pretrain_batches(c, [0], np.zeros(3, int)),
+                                  steps=c.chunk, chunk=c.chunk, ckpt_dir=str(tmp_path / "ck"),
+                                  fingerprint=3, name="t")
+    assert losses.shape == (c.chunk, 3)
+    np.testing.assert_allclose(losses.T, loss_ref, rtol=1e-5)
+    testing.tree_allclose(params, jax.tree.map(np.asarray, p_ref), atol=1e-6, rtol=1e-5)
+
+    def logf(pp, rr):
+        gl, st = nnx.split(nnx.merge(g, pp, rr).blocks.layers)
+        return jax.vmap(lambda x: train._logf(nnx.merge(gl, x).attn.pos))(st)
+
+    np.testing.assert_array_equal(logf0, np.asarray(jax.jit(jax.vmap(logf))(p, r)))
+    sets = {"a": train._mqar(c, np.random.default_rng(0), 4, c.train_len)}
+    ev = train.evaluate(_tiny(eval_batch=2), g, params, r, sets)["a"]
+    for i in range(3):
+        one = lm_train.eval_step(g, jax.tree.map(lambda x, i=i: x[i], params),
+                                 jax.tree.map(lambda x, i=i: x[i], r), sets["a"])
+        np.testing.assert_allclose(ev["nll"][i], one["nll"] / one["count"], rtol=1e-5)
 
 
 def test_extension_models_at_init_equal_yarn():

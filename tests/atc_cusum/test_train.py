@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from icml26_jax.atc_cusum import atc, configs, envs, train
+from icml26_jax.atc_cusum import atc, baselines, configs, envs, train
 from icml26_jax.core import results, testing
 
 SMOKE_CLAIMS_HOLD = {"classical_detectors_linear_regret", "selective_detects_large_shifts",
@@ -78,17 +78,21 @@ def test_resume_restores_finished_suites(smoke, monkeypatch):
 
 
 def test_sharded_equals_unsharded():
+    # 13 runs on 8 devices: map_runs pads the runs axis to 16 and to_host drops the padding.
     rng = np.random.default_rng(0)
-    mu = envs.random_jumps(rng, 16, 800, 4)
+    mu = envs.random_jumps(rng, 13, 800, 4)
     x = envs.observe(rng, mu)
     p = atc.ATCParams(1.0)
     got = train.scores(("atc", p), x, mu, [400, 800])
     pred = jax.vmap(lambda v: atc.atc_predict(p, v).pred)(jnp.asarray(x))
     err = np.cumsum((np.asarray(pred) - mu) ** 2, axis=1)
+    assert got["regret"].shape == (13,) and got["prefix"].shape == (13, 2)
     np.testing.assert_allclose(got["regret"], err[:, -1], rtol=1e-12)
     np.testing.assert_allclose(got["prefix"], err[:, [399, 799]], rtol=1e-12)
     g = train.grid_regret("discount", (0.9, 0.99), x, mu)
-    assert g.shape == (2, 16)
+    want = [((np.asarray(baselines.discounted_mean(jnp.asarray(x[r]), gm)) - mu[r]) ** 2).sum()
+            for gm in (0.9, 0.99) for r in range(13)]
+    np.testing.assert_allclose(g, np.reshape(want, (2, 13)), rtol=1e-12)
 
 
 def _tiny():

@@ -153,6 +153,29 @@ def _tiny(workdir_seed=0):
     return c
 
 
+def test_group_sharded_over_every_device_equals_its_replicas_alone(tmp_path):
+    """A group of 3 replicas on 8 devices (padded by repeating the last one) gives each
+    replica the numbers it gets alone; the padded replicas never reach the host."""
+    assert jax.device_count() % 3
+    c = _tiny()
+    c.steps, c.chunk = 4, 2
+    lang = data.make_language()
+    batches = lambda s, s0, n: np.stack(  # noqa: E731
+        [data.train_batch(lang, s, s0 + i, 4, 64) for i in range(n)])
+    val = data.validation_set(lang, 8)
+    g = train.Group(6e11, "XS", "mdlm", ("mdlm", "mdlm", "mdlm_lowvar"), (0, 1, 0),
+                    (False, False, True), 4)
+    out = train.train_group(c, g, batches, val, str(tmp_path / "all"))
+    assert out["train_loss"].shape == (4, 3) and out["val"].shape == (3,)
+    assert jax.tree.leaves(out["params"])[0].shape[0] == 3
+    for r in (1, 2):
+        one = train.Group(6e11, "XS", "mdlm", g.names[r:r + 1], g.seeds[r:r + 1],
+                          g.low_var[r:r + 1], 4)
+        o = train.train_group(c, one, batches, val, str(tmp_path / f"one{r}"))
+        np.testing.assert_allclose(out["train_loss"][:, r], o["train_loss"][:, 0], rtol=1e-5)
+        np.testing.assert_allclose(out["val"][r], o["val"][0], rtol=1e-5)
+
+
 def test_tiny_run_is_deterministic_and_resumes(tmp_path):
     a = train.run(_tiny(), str(tmp_path / "a"))
     b = train.run(_tiny(), str(tmp_path / "b"))

@@ -1,11 +1,12 @@
-"""One JAX process of tests/dsgd_hp/test_multiprocess.py (or the 1-process reference).
+"""One JAX process of tests/dsgd_hp/test_multiprocess.py: a mesh that would leave devices idle
+in a 2-process job is a clear ``ValueError`` before anything is compiled.
 
-Runs ``simulate`` (n = 16, ring + exp, T = 200, R = 32) and a tiny ``train.run``, and writes
-``trace_<process>.npz`` plus what ``write_results`` returned on this process.
+Prints ``MESH_ERROR <message>`` (or ``MESH_ERROR none``), the default mesh of 16 users x 8 runs
+(``USERS_IN_PROCESS <runs>x<users> <whether every users row is on one process>``) and
+``DONE process <i> of <n>``.
 """
 
 import argparse
-import os
 
 from icml26_jax.core import distributed
 
@@ -16,33 +17,25 @@ def main():
     parser.add_argument("--num_processes", type=int, default=1)
     parser.add_argument("--process_id", type=int, default=0)
     parser.add_argument("--num_cpu_devices", type=int, default=2)
-    parser.add_argument("--out", required=True)
     args = parser.parse_args()
     distributed.maybe_initialize(args.coordinator_address, args.num_processes, args.process_id,
                                  num_cpu_devices=args.num_cpu_devices)
     import jax
-    import numpy as np
 
-    from icml26_jax.core import mesh
-    from icml26_jax.dsgd_hp import dsgd, problems, train
+    from icml26_jax.dsgd_hp import dsgd, problems
     from icml26_jax.dsgd_hp.graphs import make_graph
-    from tests.dsgd_hp.helpers import tiny_config
 
-    pid = jax.process_index()
-    gs = [make_graph(g, 16) for g in ("ring", "exp")]
-    tr = dsgd.simulate(problems.quadratic(16, hetero=0.5), gs,
-                       dsgd.strongly_convex_schedule(2.0, 1.0, 20.0), T=200, runs=32, key=4,
-                       log_every=50)
-    np.savez(os.path.join(args.out, f"trace_{pid}.npz"),
-             **{k: v for k, v in tr._asdict().items() if v is not None})
-    try:  # users = 16 on 4 devices leaves no device for runs = 6: a clear error in multi-process
-        mesh.users_mesh(2, runs=3)
+    try:  # users = 2 on 4 devices leaves 2 devices for runs = 3: no even split
+        dsgd.simulate(problems.quadratic(2), [make_graph("complete", 2)],
+                      dsgd.constant_schedule(0.1), T=1, runs=3, key=0, log_every=1)
         print("MESH_ERROR none", flush=True)
     except ValueError as e:
         print(f"MESH_ERROR {e}", flush=True)
-    out = train.run(tiny_config(("speedup", "tails")), os.path.join(args.out, "run"))
-    print(f"DONE process {pid} of {jax.process_count()} devices {jax.device_count()} "
-          f"wrote {out['results_path'] is not None}", flush=True)
+    # The default mesh keeps gossip inside each process: every users row on one process.
+    m = dsgd.default_mesh(16, 8)
+    local = all(len({d.process_index for d in row}) == 1 for row in m.devices)
+    print(f"USERS_IN_PROCESS {m.shape['runs']}x{m.shape['users']} {local}", flush=True)
+    print(f"DONE process {jax.process_index()} of {jax.process_count()}", flush=True)
 
 
 if __name__ == "__main__":

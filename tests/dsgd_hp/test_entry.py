@@ -53,7 +53,7 @@ BAD_FLAGS = [
     (["--config.speedup.T=0"], "config.speedup.T must be a positive integer"),
     (["--config.network.graphs=('ring','star')"], "unknown graph 'star'"),
     (["--config.order=xyz"], "allowed: atc, cta"),
-    (["--num_processes=2"], "needs coordinator_address"),
+    (["--num_processes=2"], "--coordinator_address is required"),
     (["--num_cpu_devices=0"], "flag --num_cpu_devices=0"),
     (["--config=icml26_jax/dsgd_hp/configs.py:huge"], "unknown config variant 'huge'"),
     (["positional"], "unexpected positional arguments"),

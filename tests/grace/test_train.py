@@ -128,6 +128,36 @@ def test_greedy_answer_is_teacher_forced_argmax():
         np.testing.assert_array_equal(logits[rows, start + i - 1].argmax(-1), pred[:, i])
 
 
+def test_evaluation_batches_sharded_over_every_device_equal_one_device(monkeypatch):
+    # 13 rows in batches of 5: each batch is padded to the 8 devices of the DATA mesh (and the
+    # last wraps around), so padding and gathering are exercised; the predictions, hence the
+    # accuracies, and the teacher-forced logits equal one unsharded call on one device.
+    c = _cfg()
+    g, fz, tr = train.split_trainable(train.build(c, "student"))
+    d = _batch(13, seed=3)
+    prompt, start = data.prompt_of(d)
+    pred = np.asarray(model_lib.greedy_answer(g, (fz, tr), d.images, prompt, start))
+    per = {name: data.exact_match(pred[d.template == i], data.take(d, d.template == i))
+           for i, name in enumerate(data.TEMPLATES)}
+    assert jax.device_count() == 8
+    got = train.evaluate(g, fz, tr, d, 5)
+    np.testing.assert_equal(got, {"acc": data.exact_match(pred, d), "per_template": per})
+    logits = np.asarray(train.merge(g, fz, tr)(d.images, d.tokens).logits)
+    calls = []
+    real = mesh_lib.batched
+
+    def spy(fn, n, batch, *arrays, mesh=None):
+        out = real(fn, n, batch, *arrays, mesh=mesh)
+        calls.append((mesh, out))
+        return out
+
+    monkeypatch.setattr(mesh_lib, "batched", spy)
+    train.entropy_error(g, fz, tr, d, 5)
+    (mesh, sharded), = calls
+    assert mesh.devices.size == 8
+    np.testing.assert_allclose(sharded, logits, rtol=1e-5, atol=1e-5)
+
+
 def test_packed_forward_matches_fake_quant_with_baked_scales():
     c = _cfg()
     fp = train.build(c, "student", seed=2)

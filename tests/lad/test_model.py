@@ -45,13 +45,19 @@ def test_sharded_scoring_equals_unsharded_and_is_deterministic():
                      nnx.Param)
     b = _episodes(n=13)  # not a multiple of 8: the sharded path pads
     one = adapter.FlaxRetrievalScorer(g, p)
-    mesh = mesh_lib.make_mesh((8,), (mesh_lib.DATA,))
+    mesh = mesh_lib.data_mesh()
     many = adapter.FlaxRetrievalScorer(g, p, mesh=mesh)
+    # Chunks of 5 (padded to 8 rows each), the last one wrapping around: same numbers.
+    chunked = adapter.FlaxRetrievalScorer(g, p, mesh=mesh, chunk=5)
     lp1, sc1 = one.score(b, (1, 2))
     lp8, sc8 = many.score(b, (1, 2))
+    lp5, sc5 = chunked.score(b, (1, 2))
+    assert lp8.shape == lp5.shape == (13, 4) and sc8.shape == sc5.shape == (13, 2, 4)
     np.testing.assert_allclose(lp1, lp8, atol=1e-5)
     np.testing.assert_allclose(sc1, sc8, atol=1e-6)
-    assert one.n_forward == many.n_forward == 13
+    np.testing.assert_array_equal(lp5, lp8)
+    np.testing.assert_array_equal(sc5, sc8)
+    assert one.n_forward == many.n_forward == chunked.n_forward == 13
     g2, p2 = nnx.split(model.RetrievalLM(d=32, layers=3, heads=2, mlp=64, rngs=nnx.Rngs(1)),
                        nnx.Param)
     lp2, _ = adapter.FlaxRetrievalScorer(g2, p2).score(b, (1, 2))

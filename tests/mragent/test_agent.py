@@ -131,6 +131,18 @@ def test_ppr_rows_equal_the_reference_pagerank():
     assert np.all(baselines.ppr_scores(g, [()])[0] == 0)
 
 
+def test_ppr_rows_sharded_over_every_device_equal_one_device():
+    """train.prepare's placement: 3 question rows padded to the 8 devices, gathered back."""
+    from icml26_jax.core import mesh as mesh_lib
+    g, _ = _chain()
+    seeds = [(g.cue_lookup["nadia"],), (), (g.cue_lookup["jordan"], g.cue_lookup["sam"])]
+    mesh = mesh_lib.data_mesh()
+    assert mesh.devices.size == 8
+    got = baselines.ppr_scores(g, seeds, mesh=mesh)
+    np.testing.assert_allclose(got, baselines.ppr_scores(g, seeds), rtol=1e-6, atol=1e-9)
+    assert got.shape == (3, g.n_contents) and np.all(got[1] == 0)
+
+
 def test_graph_expand_and_full_context():
     g, emb = _chain()
     plan = make_plan(g, "Where does Jordan live now?", emb.encode(["Where does Jordan live"])[0])

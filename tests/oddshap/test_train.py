@@ -3,6 +3,7 @@ a finished workdir resumes to the same numbers; float64 is required; clear error
 config values; budgets and the high-budget rule."""
 
 import jax
+import numpy as np
 import pytest
 
 from tests import x64
@@ -82,3 +83,26 @@ def test_budgets_and_high_budget_rule():
     assert train.is_high_budget(16, 3277, 10.0) and not train.is_high_budget(16, 1311, 10.0)
     assert train.is_high_budget(14, 819, 10.0)  # round(0.05 * 2^14): the 5 % budget
     assert train.is_high_budget(30, 600, 10.0) and not train.is_high_budget(30, 300, 10.0)
+
+
+def test_runner_shards_seeds_x_explicands_and_equals_separate_estimates():
+    # one cell of a SOUM game: 3 seeds x 2 explicands = 6 replicas on the 8-device RUNS mesh
+    # (padded to 8, the padding dropped); each equals its own estimate, and OddSHAP and
+    # LeverageSHAP see the same coalitions (singleton OddSHAP == LeverageSHAP, claim 3)
+    from icml26_jax.oddshap import data, games
+
+    c = configs.get_config("smoke")
+    train.normalise_config(c)
+    gs = data.load_game_set("soum30", seed=0, explicands=2)
+    keys = train.seed_keys(c, "soum30", 600)
+    runner = train.Runner(c)
+    assert runner.mesh.devices.size == jax.device_count() == 8
+    res, _, redo = runner.run(gs, "oddshap", 600, keys)
+    assert res.phi.shape == (3, 2, 30) and redo == 0
+    est = runner.estimator("oddshap", 30, 600)
+    for s, e in ((0, 0), (2, 1)):
+        one = jax.jit(est)(keys[s], games.at(gs.game, e))
+        np.testing.assert_allclose(res.phi[s, e], np.asarray(one.phi), rtol=1e-9, atol=1e-12)
+    lev = runner.estimates(gs, "leverageshap", 600, keys)
+    single = runner.estimates(gs, "oddshap", 600, keys, support="singletons")
+    np.testing.assert_allclose(single.phi, lev.phi, rtol=1e-8, atol=1e-10)

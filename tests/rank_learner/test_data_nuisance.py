@@ -107,16 +107,24 @@ def test_fit_stack_equals_per_replica_and_learns():
 
 
 def test_fit_stack_sharded_equals_unsharded():
-    x, y, w, wv = _problem()
-    kind = np.array([0, 1, 0, 1])
+    # 5 replicas on every device (8): padded to 8, sharded, and the padding dropped on read.
+    x, y, w, wv = _problem(R=5)
+    kind = np.array([0, 1, 0, 1, 1])
     yb = np.where(kind[:, None] == 1, (y > 0).astype(np.float32), y)
+    seeds = [5, 6, 7, 8, 9]
     one = mesh_lib.make_mesh((1,), (mesh_lib.RUNS,))
-    _, p1, h1 = nuisance.fit_stack([5, 6, 7, 8], x, yb, w, wv, kind, FAST, mesh=one)
-    _, p4, h4 = nuisance.fit_stack([5, 6, 7, 8], x, yb, w, wv, kind, FAST)
-    assert len(jax.tree.leaves(p4)[0].sharding.device_set) == 4
-    p1, h1, p4, h4 = mesh_lib.to_host((p1, h1, p4, h4))
-    testing.tree_allclose(p1, p4, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(np.asarray(h1.epochs), np.asarray(h4.epochs))
+    g, p1, h1 = nuisance.fit_stack(seeds, x, yb, w, wv, kind, FAST, mesh=one)
+    _, p8, h8 = nuisance.fit_stack(seeds, x, yb, w, wv, kind, FAST)
+    leaf = jax.tree.leaves(p8)[0]
+    assert leaf.shape[0] == 8 and len(leaf.sharding.device_set) == jax.device_count() == 8
+    assert h8.epochs.shape == (5,) and isinstance(h8.epochs, np.ndarray)
+    testing.tree_allclose(mesh_lib.to_host(p1, 5), mesh_lib.to_host(p8, 5), rtol=1e-5,
+                          atol=1e-6)
+    np.testing.assert_array_equal(h1.epochs, h8.epochs)
+    # Predictions from the padded device params equal those from host params.
+    np.testing.assert_allclose(nuisance.predict_stack(g, p8, x),
+                               nuisance.predict_stack(g, mesh_lib.to_host(p1, 5), x, mesh=one),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_crossfit_is_out_of_fold():

@@ -263,3 +263,27 @@ def test_flag_strings_normalise_to_budgets():
     train.normalise_config(c)
     train.validate_config(c)
     assert c.eps_sweep == (0.1, 0.5, float("inf")) and c.latent_budget == 0.5
+
+
+def _gain_policy(p, key, obs):  # module level: one compile; uses its key and its param
+    noise = 0.1 * jax.random.normal(key, (obs.shape[0],))
+    return jnp.stack([p * jnp.tanh(obs[:, 2] - 1.0) + noise, jnp.sin(obs[:, 0])], -1)
+
+
+def test_rollouts_sharded_over_every_device_equal_one_device():
+    # 3 seeds' rollouts on the 8 devices (padded) == on 1 device, seed by seed.
+    from icml26_jax.core import mesh as mesh_lib
+
+    env_params = envs.EnvParams()
+    starts, _ = evaluate.eval_starts(jax.random.key(0), 5, env_params)
+    act = _gain_policy
+    gains = np.float32([0.3, 0.7, 1.1])
+    one = evaluate.rollout_seeds(act, gains, jax.random.key(2), starts, env_params,
+                                 mesh=mesh_lib.make_mesh((1,), (mesh_lib.RUNS,)))
+    all_dev = evaluate.rollout_seeds(act, gains, jax.random.key(2), starts, env_params)
+    assert all_dev["returns"].shape == (3, 5)
+    for k in one:
+        np.testing.assert_array_equal(one[k], all_dev[k])
+    alone = evaluate.rollout(act, gains[1], jax.random.fold_in(jax.random.key(2), 1), starts,
+                             env_params)
+    np.testing.assert_allclose(all_dev["returns"][1], alone["returns"], rtol=1e-6)

@@ -101,3 +101,29 @@ def test_flow_and_refiner_stages_run_per_seed_and_hold_the_budget(small, critics
         ref = nnx.merge(rg, jax.tree.map(lambda x: x[0, j], rp))
         _, aux = refiner.refine(ref.g_h, ref.g_r, s, z0, e / 2, e / 2)
         assert float(aux["shift_norm"].max()) <= e + 1e-5
+
+
+def _toy_one(state, args, seed_key, step):
+    # A step with per-seed randomness, a per-seed argument and an [E]-shaped log.
+    noise = jax.random.normal(jax.random.fold_in(seed_key, step), (3,))
+    state = state * 0.9 + args * noise
+    return state, {"norm": jax.numpy.linalg.norm(state), "vec": state}
+
+
+def test_seeds_sharded_over_every_device_equal_one_device(tmp_path):
+    # 3 seeds on the 8 devices (padded to 8, padded seeds dropped) == the same 3 on 1 device
+    # (a resume from a padded checkpoint: test_killed_and_resumed_critic_stage_...).
+    from icml26_jax.core import mesh as mesh_lib
+
+    assert jax.device_count() == 8
+    state, args = np.arange(9.0, dtype=np.float32).reshape(3, 3), np.float32([1.0, 2.0, 3.0])
+    keys = stages.per_seed_keys(jax.random.key(5), 3)
+    kw = dict(steps=5, chunk=2, fingerprint=1, name="toy", message=lambda m: "")
+    one_dev = mesh_lib.make_mesh((1,), (mesh_lib.RUNS,))
+    s1, l1 = stages.seed_loop(state, args, _toy_one, keys, directory=str(tmp_path / "a"),
+                              mesh=one_dev, **kw)
+    s8, l8 = stages.seed_loop(state, args, _toy_one, keys, directory=str(tmp_path / "b"), **kw)
+    assert s8.shape == (3, 3) and l8["vec"].shape == (5, 3, 3) and l8["norm"].shape == (5, 3)
+    np.testing.assert_array_equal(s1, s8)
+    for k in l1:
+        np.testing.assert_array_equal(l1[k], l8[k])

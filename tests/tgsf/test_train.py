@@ -265,3 +265,29 @@ def test_baselines_are_named_masks():
         baselines.arm("coupled3d").w_flow)
     with pytest.raises(ValueError, match="unknown method"):
         baselines.arm("nerf")
+
+
+def _toy_step(inner, state, args, key, step):
+    noise = jax.random.normal(jax.random.fold_in(key, step), (2,))
+    state = state * inner + args * noise
+    return state, {"norm": jnp.linalg.norm(state)}
+
+
+def test_replicas_sharded_over_every_device_equal_one_device(tmp_path):
+    # 3 replicas on the 8 devices (padded to 8, the padding dropped) == the same 3 on one
+    # device (the resume from a padded checkpoint: test_killed_fit_resumes_to_the_same_numbers).
+    from icml26_jax.core import checkpoint
+    from icml26_jax.core import mesh as mesh_lib
+
+    assert jax.device_count() == 8
+    state, args = np.arange(6.0, dtype=np.float32).reshape(3, 2), np.float32([1.0, 2.0, 3.0])
+    keys = checkpoint.per_seed_keys(jax.random.key(5), 3)
+    kw = dict(steps=5, chunk=2, fingerprint=1, name="toy", message=lambda m: "")
+    one_dev = mesh_lib.make_mesh((1,), (mesh_lib.RUNS,))
+    s1, l1 = fit.replica_loop(one_dev, _toy_step, 0.9, state, args, keys,
+                              directory=str(tmp_path / "a"), **kw)
+    s8, l8 = fit.replica_loop(mesh_lib.runs_mesh(3), _toy_step, 0.9, state, args, keys,
+                              directory=str(tmp_path / "b"), **kw)
+    assert s8.shape == (3, 2) and l8["norm"].shape == (5, 3)
+    np.testing.assert_array_equal(s1, s8)
+    np.testing.assert_array_equal(l1["norm"], l8["norm"])

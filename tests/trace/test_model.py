@@ -149,3 +149,27 @@ def test_loss_variants_agree_jacfwd_logdet_and_masked_routing():
         np.testing.assert_allclose(float(got), float(ref), rtol=1e-5)
     with pytest.raises(ValueError, match="routing"):
         model.loss_fn(params, graphdef, x[:, :m], key, 2e-3, 2e-2, routing="dense")
+
+
+def test_encoder_and_expert_emissions_sharded_over_every_device_equal_one_device():
+    """train.evaluate's placement: the sequences of an ensemble (T * B = 15 rows, padded to
+    the 8 devices) sharded over a data mesh, the model replicated; gathered back unpadded."""
+    from icml26_jax.core import mesh as mesh_lib
+    from icml26_jax.trace import baselines, train
+
+    net = model.TraceVAE(K, D, L, H, H, rngs=nnx.Rngs(params=jax.random.key(0)))
+    graphdef, params = nnx.split(net, nnx.Param)
+    encode = jax.jit(lambda p, x: model.encode_mean(graphdef, p, x))
+    x = np.random.default_rng(0).normal(size=(5, 3, L + 1, D)).astype(np.float32)  # [T, B]
+    mesh = mesh_lib.data_mesh()
+    assert mesh.devices.size == 8
+    on = train.on_mesh(params, mesh)
+    z1 = train.encode_rows(encode, params, x)
+    z8 = train.encode_rows(encode, on, x, mesh)
+    assert z8.shape == x.shape
+    np.testing.assert_allclose(z8, z1, rtol=1e-6, atol=1e-6)
+    p1, s1 = baselines.pooled_loglik(graphdef, params, z1, (0, 2))
+    p8, s8 = baselines.pooled_loglik(graphdef, on, z1, (0, 2), mesh)
+    assert s8.shape == (5, 2, 3)
+    np.testing.assert_allclose(s8, s1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(p8, p1, rtol=1e-5, atol=1e-5)
