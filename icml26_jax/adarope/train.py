@@ -190,7 +190,7 @@ def _layer_tie_flag(rest):
 
 def models_mesh(num_models: int):
     """``core.mesh.runs_mesh``: the stacked models are independent, so they are sharded over
-    every device of every process (``lm.train.shard_replicas`` pads them to a multiple of
+    every device of every process (``core.mesh.shard_replicas`` pads them to a multiple of
     the device count) with no communication."""
     return mesh_lib.runs_mesh(num_models)
 
@@ -234,7 +234,7 @@ def _train(c, graphdef, params, rest, optimizer, batch_fn, *, steps, chunk, ckpt
 def _train_on_mesh(c, graphdef, params, rest, optimizer, batch_fn, mesh, *, steps, chunk,
                    ckpt_dir, fingerprint, name, tie_layers):
     N = _num_models(params)
-    shard = lambda t, dim=0: lm_train.shard_replicas(t, mesh, N, dim)  # noqa: E731
+    shard = lambda t, dim=0: mesh_lib.shard_replicas(t, mesh, N, dim)  # noqa: E731
     params, rest = shard(params), shard(rest)
     # The optimiser state of the padded models, sharded like them (no host round trip).
     opt_state = jax.jit(jax.vmap(optimizer.init),
@@ -311,7 +311,7 @@ def evaluate(c, graphdef, params, rest, eval_sets: dict) -> dict:
     mesh = models_mesh(N)
     out = {}
     with jax.set_mesh(mesh):
-        params, rest = (lm_train.shard_replicas(t, mesh, N) for t in (params, rest))
+        params, rest = (mesh_lib.shard_replicas(t, mesh, N) for t in (params, rest))
         for name, data in eval_sets.items():
             tot = None
             for i in range(0, data["tokens"].shape[0], c.eval_batch):
@@ -342,7 +342,7 @@ def _map_models(fn, params, rest, *shared):
     N = _num_models(params)
     mesh = models_mesh(N)
     with jax.set_mesh(mesh):
-        params, rest = (lm_train.shard_replicas(t, mesh, N) for t in (params, rest))
+        params, rest = (mesh_lib.shard_replicas(t, mesh, N) for t in (params, rest))
         shared = tuple(mesh_lib.replicate(x, mesh) for x in shared)
         in_axes = (0, 0) + (None,) * len(shared)
         return mesh_lib.to_host(jax.jit(jax.vmap(fn, in_axes=in_axes))(params, rest, *shared),

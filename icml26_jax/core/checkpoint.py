@@ -15,8 +15,9 @@ Resuming a run::
             state = train_step(state)
             ckpt.save(step, state, force=step == num_steps)
 
-For training in chunks use :func:`run_chunks`; :func:`seed_loop` runs it over a vmapped step
-that trains every seed (or arm) at once, and :func:`cached` saves one finished stage.
+For training in chunks use :func:`run_chunks`; :func:`seed_loop` runs it over a step that
+trains every seed (or arm) at once, the seeds sharded over every device, and :func:`cached`
+saves one finished stage.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+
+from icml26_jax.core import distributed
 
 
 def _quiet_orbax(record: logging.LogRecord) -> bool:
@@ -146,7 +149,7 @@ def save(directory: str | os.PathLike, step: int, state) -> None:
 def restore_latest(directory: str | os.PathLike, like=None):
     """``(step, state)`` of the newest step in ``directory`` or None; ``like`` as in
     :meth:`Checkpointer.restore`."""
-    if not os.path.isdir(directory):
+    if not distributed.agreed(os.path.isdir(directory)):  # process 0 may be creating it
         return None
     with Checkpointer(directory, max_to_keep=None) as ckpt:
         step = ckpt.latest_step()
@@ -155,7 +158,7 @@ def restore_latest(directory: str | os.PathLike, like=None):
 
 def latest_step(directory: str | os.PathLike) -> int | None:
     """The newest step saved in ``directory``, or None (also if it does not exist)."""
-    if not os.path.isdir(directory):
+    if not distributed.agreed(os.path.isdir(directory)):
         return None
     with Checkpointer(directory, max_to_keep=None) as ckpt:
         return ckpt.latest_step()
@@ -265,40 +268,65 @@ def per_seed_keys(key, n: int):
     return jnp.stack([jax.random.fold_in(key, i) for i in range(int(n))])
 
 
+def _scan_replica(static, state, args, key_data, start):
+    """``n`` steps ``[start, start + n)`` of one replica (:func:`seed_loop`):
+    ``static = (one, inner, n)``."""
+    one, inner, n = static
+    key = jax.random.wrap_key_data(key_data)
+    step = one if inner is None else functools.partial(one, inner)
+    return jax.lax.scan(lambda st, i: step(st, args, key, i), state,
+                        start + jnp.arange(n, dtype=jnp.int32))
+
+
 def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
-              fingerprint: int, name: str, message):
-    """Trains every seed at once for ``steps`` steps in resumable chunks (orbax).
+              fingerprint: int, name: str, message, mesh=None, inner=None):
+    """Trains every replica (seed, arm x seed, model) for ``steps`` steps in resumable chunks,
+    the replicas sharded over every device (``core.mesh.map_runs``).
 
     Args:
-      state: the trained pytree, stacked over seeds [S, ...] (params, optimiser state, ...).
-      args: frozen per-seed inputs stacked [S, ...] (critics, flows, scales), or None.
-      one: ``one(state_s, args_s, seed_key, step) -> (state_s, logs_s)``, one seed's step;
-        ``logs_s`` a dict of arrays (scalars, or [E] for an inner sweep).
-      seed_keys: [S] keys; step ``i`` of seed ``s`` draws from ``fold_in(seed_keys[s], i)``.
-      steps, chunk, directory, fingerprint, name: as in ``run_chunks``.
-      message: ``message(logs_of_last_step) -> str`` for the progress line.
+      state: the trained pytree, stacked over replicas [R, ...] (params, optimiser state).
+      args: frozen per-replica inputs stacked [R, ...] (critics, flows, scales), or None.
+      one: ``one(state_r, args_r, key_r, step) -> (state_r, logs_r)``, one replica's step
+        (``one(inner, state_r, ...)`` when ``inner`` is given); ``logs_r`` a dict of arrays
+        (scalars, or [E] for an inner sweep). ``one`` may close over replicated data (a
+        dataset); a module-level ``one`` with its constants in ``inner`` (hashable) shares
+        its compiled program between calls.
+      seed_keys: [R] typed keys; step ``i`` of replica ``r`` draws from
+        ``fold_in(seed_keys[r], i)``.
+      steps, chunk, directory, fingerprint, name: as in :func:`run_chunks`.
+      message: ``message(logs_of_last_step) -> str`` (host arrays [R, ...]) for the progress
+        line.
+      mesh: a mesh with a ``RUNS`` axis; default ``core.mesh.runs_mesh()``, every device of
+        every process (R padded to a multiple of its size, the padded replicas computed and
+        dropped).
+      inner: hashable constants of ``one`` (a jit static argument), or None.
 
     Returns:
-      (state, logs) with logs[k] [steps, S, ...].
+      (state as host NumPy arrays [R, ...], logs {k: [steps, R, ...]}). The checkpoints hold
+      host arrays without the padding, so a run resumes on any device count, and orbax
+      writes them from process 0 alone.
     """
-    vstep = jax.vmap(one, in_axes=(0, 0, 0, None))
+    from icml26_jax.core import mesh as mesh_lib
 
-    @functools.partial(jax.jit, static_argnames=("n",))
-    def run(st, start, n):
-        return jax.lax.scan(lambda st, i: vstep(st, args, seed_keys, i), st,
-                            start + jnp.arange(n))
-
-    shapes = jax.eval_shape(lambda st: vstep(st, args, seed_keys, jnp.int32(0))[1], state)
-    logs = {k: np.zeros((int(steps),) + v.shape, np.float32) for k, v in shapes.items()}
+    R = int(seed_keys.shape[0])
+    mesh = mesh if mesh is not None else mesh_lib.runs_mesh()
+    step = one if inner is None else functools.partial(one, inner)
+    key_data = mesh_lib.to_host(jax.random.key_data(seed_keys))  # [R, 2]
+    first = lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype)  # noqa: E731
+    shapes = jax.eval_shape(lambda st, a: step(st, a, seed_keys[0], jnp.int32(0))[1],
+                            jax.tree.map(first, state), jax.tree.map(first, args))
+    logs = {k: np.zeros((int(steps), R) + v.shape, np.float32) for k, v in shapes.items()}
 
     def advance(st, lg, start, n):
-        st, out = run(st, jnp.int32(start), n)
+        st, out = mesh_lib.map_runs(mesh, _scan_replica, (one, inner, n), st, args, key_data,
+                                    np.full((R,), start, np.int32))
+        out = mesh_lib.to_host(out, R)  # {k: [R, n, ...]}
         for k, v in out.items():
-            lg[k][start:start + n] = np.asarray(v)
-        return st, message({k: np.asarray(v[-1]) for k, v in out.items()})
+            lg[k][start:start + n] = np.swapaxes(v, 0, 1)
+        return mesh_lib.to_host(st, R), message({k: v[:, -1] for k, v in out.items()})
 
     return run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
-                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)
+                      steps=int(steps), chunk=int(chunk), advance=advance, name=name)
 
 
 def steps_loop(one, carry, start: int, n: int, keys):

@@ -95,6 +95,21 @@ def barrier(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
+def agreed(flag: bool) -> bool:
+    """Process 0's ``flag`` on every process; ``flag`` itself in a single process.
+
+    For a decision taken from something that processes may see differently (the wall clock, a
+    directory that process 0 is writing): every process must take the same branch, or the
+    collectives that follow (orbax's, a sharded program's) deadlock or mismatch.
+    """
+    if jax.process_count() == 1:
+        return bool(flag)
+    import numpy as np
+    from jax.experimental import multihost_utils  # Deferred: multi-process jobs only.
+
+    return bool(multihost_utils.broadcast_one_to_all(np.asarray(bool(flag))))
+
+
 def primary_first(fn, name: str):
     """``fn()`` on process 0, then (after a barrier) on the other processes.
 

@@ -184,6 +184,32 @@ def shard_leading(x, mesh: Mesh, axis: str | tuple[str, ...] = USERS, dim: int =
     return put(x, mesh, P(*spec))
 
 
+def shard_replicas(tree, mesh, n: int, dim: int = 0):
+    """Places stacked replicas (models, optimiser states, per-replica batches) on ``mesh``.
+
+    Axis ``dim`` of every leaf holds the ``n`` replicas, or more (a restored copy of padded
+    rows, of this or another device count): it is cut to ``n`` rows, padded to
+    :func:`padded_size` ``(n, mesh)`` by repeating the last replica
+    (:func:`pad_leading`), and sharded over the ``RUNS`` axis, so every device of
+    every process holds replicas whatever ``n`` is. Read the outputs of programs over these
+    arrays with :func:`to_host` ``(out, n)``, which drops the padded replicas.
+
+    Args:
+      tree: pytree of host (or fully addressable) arrays.
+      mesh: a mesh with a ``RUNS`` axis (:func:`runs_mesh`).
+      n: number of real replicas.
+      dim: the replica axis of every leaf (1 for batches ``[steps, R, ...]``).
+    """
+    total = padded_size(n, mesh)
+
+    def one(x):
+        x = np.moveaxis(np.asarray(x), dim, 0)[:n]
+        x = np.moveaxis(pad_leading(x, total), 0, dim)
+        return shard_leading(x, mesh, RUNS, dim)
+
+    return jax.tree.map(one, tree)
+
+
 def replicate(x, mesh: Mesh) -> jax.Array:
     """Replicates a host array on every device of ``mesh``."""
     return put(x, mesh, P())

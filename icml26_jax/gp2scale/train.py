@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from icml26_jax.core import checkpoint, results
+from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.gp2scale import (baselines, configs, data, kernels, likelihood, mcmc,
                                  neighbors, posterior, scaling, solvers, sparse_cov)
@@ -280,7 +280,9 @@ def phase_camera(c, workdir: str) -> dict:
         def advance(state, lg, start, k):
             t0 = time.time()
             for i in range(start, start + k):
-                if _agreed(float(lg["elapsed"]) + (time.time() - t0) > float(c.am_time_cap_s)):
+                # process 0's clock decides: a wall-clock stop must not split the chain
+                if distributed.agreed(float(lg["elapsed"]) + (time.time() - t0)
+                                      > float(c.am_time_cap_s)):
                     break  # wall-clock cap: remaining iterations stay NaN
                 state, info = mcmc.am_step(state, jax.random.fold_in(chain_key, i), logp, blocks)
                 lg["u"][i] = np.asarray(state.u)
@@ -334,16 +336,6 @@ def phase_camera(c, workdir: str) -> dict:
     out["images"] = {"x_test": d.x_test, "y_test": d.y_test, "mu": ev["mu"],
                      "mu_matern": np.asarray(mu)}
     return out
-
-
-def _agreed(flag: bool) -> bool:
-    """Process 0's ``flag`` on every process (a wall-clock decision must not split a
-    multi-process chain)."""
-    if jax.process_count() == 1:
-        return flag
-    from jax.experimental import multihost_utils  # Deferred: multi-process jobs only.
-
-    return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag)))
 
 
 def fit_adam_wendland(c, d, ll, lo, hi, theta0, workdir):

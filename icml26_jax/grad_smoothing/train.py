@@ -272,7 +272,7 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
     # Replicas sharded over every device (padded to a multiple of the device count; the
     # padded replicas are dropped by to_host(., R)).
     mesh = mesh_lib.runs_mesh(R)
-    shard = lambda t, dim=0: lm_train.shard_replicas(t, mesh, R, dim)  # noqa: E731
+    shard = lambda t, dim=0: mesh_lib.shard_replicas(t, mesh, R, dim)  # noqa: E731
     fp = checkpoint.config_fingerprint({"c": c.to_dict(), "seeds": seeds, "lrs": lrs,
                                         "arms": arms, "alphas": alphas})
     with jax.set_mesh(mesh):

@@ -10,7 +10,7 @@ position t must predict) and ``mask`` float ``[B, T]`` (which positions count); 
 ``positions [B, T]``, ``cond [B]`` and ``attention_mask [B, T, T]`` are passed to the model.
 
 Stacked replicas (arms x seeds x learning rates) are placed on every device with
-:func:`shard_replicas`.
+``core.mesh.shard_replicas``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import numpy as np
 import optax
 from flax import nnx
 
-from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.optim import promotion_safe
 
 _MODEL_KEYS = ("positions", "cond", "attention_mask")
@@ -91,32 +90,6 @@ def make_train_step(graphdef, optimizer: optax.GradientTransformation,
         return params, opt_state, metrics
 
     return step
-
-
-def shard_replicas(tree, mesh, n: int, dim: int = 0):
-    """Places stacked replicas (models, optimiser states, per-replica batches) on ``mesh``.
-
-    Axis ``dim`` of every leaf holds the ``n`` replicas, or more (a restored copy of padded
-    rows, of this or another device count): it is cut to ``n`` rows, padded to
-    ``core.mesh.padded_size(n, mesh)`` by repeating the last replica
-    (``core.mesh.pad_leading``), and sharded over the ``RUNS`` axis, so every device of
-    every process holds replicas whatever ``n`` is. Read the outputs of programs over these
-    arrays with ``core.mesh.to_host(out, n)``, which drops the padded replicas.
-
-    Args:
-      tree: pytree of host (or fully addressable) arrays.
-      mesh: a mesh with a ``RUNS`` axis (``core.mesh.runs_mesh()``).
-      n: number of real replicas.
-      dim: the replica axis of every leaf (1 for batches ``[steps, R, ...]``).
-    """
-    total = mesh_lib.padded_size(n, mesh)
-
-    def one(x):
-        x = np.moveaxis(np.asarray(x), dim, 0)[:n]
-        x = np.moveaxis(mesh_lib.pad_leading(x, total), 0, dim)
-        return mesh_lib.shard_leading(x, mesh, mesh_lib.RUNS, dim)
-
-    return jax.tree.map(one, tree)
 
 
 def eval_step(graphdef, params, rest, batch: dict) -> dict:

@@ -1,6 +1,6 @@
 """Training stages of the SafeFlowRL experiment, seeds vmapped (spec §Experiment).
 
-Every stage trains all seeds at once (``seed_loop``: a jitted ``lax.scan`` of the step mapped
+Every stage trains all seeds at once (``core.checkpoint.seed_loop``: a jitted ``lax.scan`` of the step mapped
 over the seeds, which are sharded over every device of a ``RUNS`` mesh by
 ``core.mesh.map_runs``, checkpointed in chunks with orbax so a killed run resumes to the same
 numbers): the critics
@@ -19,51 +19,8 @@ import numpy as np
 import optax
 
 from icml26_jax.core import checkpoint
-from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.checkpoint import per_seed_keys
 from icml26_jax.safe_flow_rl import critics, envs
-
-def _scan_chunk(static, state, args, key_data, start):
-    """``n`` steps ``[start, start + n)`` of one seed, ``static = (one, n)`` (``seed_loop``)."""
-    one, n = static
-    key = jax.random.wrap_key_data(key_data)
-    return jax.lax.scan(lambda st, i: one(st, args, key, i), state,
-                        start + jnp.arange(n, dtype=jnp.int32))
-
-
-def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
-              fingerprint: int, name: str, message, mesh=None):
-    """``core.checkpoint.seed_loop`` with the seeds sharded over every device.
-
-    The seeds are mapped by ``core.mesh.map_runs`` over the ``RUNS`` axis of ``mesh`` (default
-    ``core.mesh.runs_mesh()``: every device of every process; seeds padded to a multiple of
-    the device count, the padded ones computed and dropped). Arguments as for
-    ``core.checkpoint.seed_loop``; ``one`` may close over replicated data (the dataset).
-
-    Returns:
-      (state as host NumPy arrays [S, ...], logs {k: [steps, S, ...]}).
-    """
-    S = int(seed_keys.shape[0])
-    mesh = mesh if mesh is not None else mesh_lib.runs_mesh(S)
-    key_data = mesh_lib.to_host(jax.random.key_data(seed_keys))  # [S, 2]
-    first = lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype)  # noqa: E731
-    shapes = jax.eval_shape(lambda st, a: one(st, a, seed_keys[0], jnp.int32(0))[1],
-                            jax.tree.map(first, state), jax.tree.map(first, args))
-    logs = {k: np.zeros((int(steps), S) + v.shape, np.float32) for k, v in shapes.items()}
-
-    def advance(st, lg, start, n):
-        st, out = mesh_lib.map_runs(mesh, _scan_chunk, (one, n), st, args, key_data,
-                                    np.full((S,), start, np.int32))
-        out = mesh_lib.to_host(out, S)  # {k: [S, n, ...]}
-        for k, v in out.items():
-            lg[k][start:start + n] = np.swapaxes(v, 0, 1)
-        # The S seeds as host arrays: the checkpoint holds no padding, and orbax writes host
-        # arrays from process 0 alone.
-        return mesh_lib.to_host(st, S), message({k: v[:, -1] for k, v in out.items()})
-
-    return checkpoint.run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
-                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)
-
 
 CRITIC_FIELDS = ("observations", "actions", "rewards", "h", "costs", "next_observations",
                  "masks")
@@ -116,7 +73,7 @@ def critic_stage(c, data: dict, key, directory: str, fingerprint: int):
         state, info = critics.update_critics(state, batch, graphdefs, cfg)
         return state, {k: info[k] for k in ("loss_qh", "loss_vh", "vh_mean")}
 
-    state, logs = seed_loop(
+    state, logs = checkpoint.seed_loop(
         state, None, one, seed_keys, steps=int(c.critic_steps), chunk=int(c.chunk),
         directory=directory, fingerprint=fingerprint, name="critics",
         message=lambda m: f"loss_qh {float(np.mean(m['loss_qh'])):.4f} "
@@ -206,7 +163,7 @@ def flow_stage(c, data: dict, weights, key, directory: str, fingerprint: int,
         p, o, loss = step(*state, obs[idx], act[idx], w)
         return (p, o), {"loss": loss}
 
-    (params, _), logs = seed_loop(
+    (params, _), logs = checkpoint.seed_loop(
         (params, opt), weights, one, seed_keys, steps=int(c.flow_steps), chunk=int(c.chunk),
         directory=directory, fingerprint=fingerprint,
         name="flow" if weighted else "flow (unweighted)",
@@ -305,7 +262,7 @@ def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
     logs = {}
     state = (rparams, opt)
     for stage in (1, 2):
-        state, stage_logs = seed_loop(
+        state, stage_logs = checkpoint.seed_loop(
             state, (fparams, cstate.params, qr_scale), one_factory(stage), seed_keys,
             steps=int(c.refiner_steps), chunk=int(c.chunk), directory=f"{directory}/stage{stage}",
             fingerprint=fingerprint, name=f"refiner stage {stage}",
@@ -406,7 +363,7 @@ def actor_stage(c, kind: str, data: dict, key, directory: str, fingerprint: int,
 
         state = (params, opt)
 
-    state, logs = seed_loop(
+    state, logs = checkpoint.seed_loop(
         state, args, one, per_seed_keys(k_data, S), steps=int(c.actor_steps),
         chunk=int(c.chunk), directory=directory, fingerprint=fingerprint, name=kind,
         message=lambda m: f"loss {float(np.mean(m['loss'])):.4f}" + (

@@ -32,7 +32,6 @@ import optax
 from flax import nnx
 
 from icml26_jax.core import checkpoint, plotting, results
-from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.tgsf import baselines
 from icml26_jax.tgsf import camera as camlib
 from icml26_jax.tgsf import data as datalib
@@ -156,7 +155,7 @@ def _ema_update(ema, params, step, decay: float):
 
 
 def _ff_step(inner, st, args, key, step):
-    """One AdamW + EMA step of one model (``fitlib.replica_loop``); ``args = (arm or None,
+    """One AdamW + EMA step of one model (``core.checkpoint.seed_loop``); ``args = (arm or None,
     pool)``, ``inner = (offset, graphdef, batch, ema decay, steps, warmup, lr)``."""
     offset, graphdef, B, decay, steps, warmup, lr = inner
     tx = _tx(steps, warmup, lr)
@@ -188,7 +187,7 @@ def _train(c, workdir: str, pool: Clips, graphdef, params, args, *, name: str,
            offset: bool = False, extra: dict | None = None):
     """Trains stacked models [A] (``args`` [A] arms, or None for the offset head) on the same
     random batches with AdamW + EMA, resumable, the models sharded over every device
-    (``fitlib.replica_loop``). Returns (EMA params [A] as host arrays, logs)."""
+    (``core.checkpoint.seed_loop``). Returns (EMA params [A] as host arrays, logs)."""
     inner = (bool(offset), graphdef, int(c.ff_batch), float(c.ff_ema), int(c.ff_steps),
              int(c.ff_warmup), float(c.ff_lr))
     tx = _tx(*inner[4:])
@@ -201,9 +200,8 @@ def _train(c, workdir: str, pool: Clips, graphdef, params, args, *, name: str,
     fp = checkpoint.config_fingerprint({k: c[k] for k in (
         "seed", "ff_image_size", "ff_width", "ff_steps", "ff_batch", "ff_lr", "ff_warmup",
         "ff_ema", "ff_train_clips")} | (extra or {}))
-    state, logs = fitlib.replica_loop(
-        mesh_lib.runs_mesh(A), _ff_step, inner, state, (args, pools), keys,
-        steps=int(c.ff_steps), chunk=max(1, int(c.ff_steps) // 5),
+    state, logs = checkpoint.seed_loop(
+        state, (args, pools), _ff_step, keys, inner=inner, steps=int(c.ff_steps), chunk=max(1, int(c.ff_steps) // 5),
         directory=os.path.join(workdir, "ckpt", name), fingerprint=fp, name=name,
         message=lambda m: "loss " + " ".join(f"{float(x):.4f}" for x in m["loss"]))
     return state.ema, logs

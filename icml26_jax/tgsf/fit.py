@@ -15,8 +15,8 @@ weights w_i(p) of (cam_t, t)); the coupled baseline additionally renders the dep
 target view (no gradient) to align its pseudo-depth. The arms of an experiment (Taylor order,
 temporal opacity, supervision) differ only by the masks and weights of an ``Arm``, so every
 arm and seed trains in one compiled program: ``fit`` maps the step over arms x seeds with
-``replica_loop`` (``core.mesh.map_runs``: the arms x seeds replicas sharded over every device of
-a ``RUNS`` mesh, every process included; orbax chunks, resumable).
+``core.checkpoint.seed_loop`` (``core.mesh.map_runs``: the arms x seeds replicas sharded over
+every device of a ``RUNS`` mesh, every process included; orbax chunks, resumable).
 
 Initialisation: N / K Gaussians from each of K keyframes (times {0, 0.35, 0.7} in the
 experiments) by back-projecting a random subset of pixels with the (noisy) pseudo-depth; the
@@ -295,56 +295,6 @@ def init_fits(datas: datalib.FitData, keyframes: tuple[int, ...], num_gaussians:
     return jax.vmap(lambda d: jax.vmap(lambda k: one(d, k))(seed_keys))(datas)
 
 
-def _scan_steps(static, state, args, key_data, start):
-    """``n`` steps ``[start, start + n)`` of one replica: ``static = (step, inner, n)`` with
-    ``step(inner, state, args, key, i) -> (state, logs)`` (``replica_loop``)."""
-    step, inner, n = static
-    key = jax.random.wrap_key_data(key_data)
-    return jax.lax.scan(lambda st, i: step(inner, st, args, key, i), state,
-                        start + jnp.arange(n, dtype=jnp.int32))
-
-
-def replica_loop(mesh, step, inner, state, args, keys, *, steps: int, chunk: int,
-                 directory: str, fingerprint: int, name: str, message):
-    """Trains R stacked replicas (arms x seeds, models) for ``steps`` steps in resumable chunks,
-    the replicas sharded over the ``RUNS`` axis of ``mesh`` (``core.mesh.map_runs``).
-
-    Args:
-      mesh: a ``core.mesh.runs_mesh``; R is padded to a multiple of its size, and the padded
-        replicas are computed and dropped.
-      step: module-level ``step(inner, state_r, args_r, key_r, i) -> (state_r, logs_r)``, one
-        replica's step ``i`` (logs: a dict of scalars).
-      inner: hashable constants of ``step`` (a jit static argument).
-      state: the trained pytree stacked [R, ...].
-      args: frozen per-replica inputs stacked [R, ...] (or None).
-      keys: [R] typed keys; step ``i`` of replica ``r`` draws from ``fold_in(keys[r], i)``.
-      steps, chunk, directory, fingerprint, name: as in ``core.checkpoint.run_chunks``.
-      message: ``message(logs_of_last_step) -> str`` (host arrays [R]) for the progress line.
-
-    Returns:
-      (state as host NumPy arrays [R, ...], logs {name: [steps, R]}).
-    """
-    R = int(jax.tree.leaves(state)[0].shape[0])
-    key_data = mesh_lib.to_host(jax.random.key_data(keys))  # [R, 2]
-    one = lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype)  # noqa: E731
-    shapes = jax.eval_shape(lambda st, a, k: step(inner, st, a, k, jnp.int32(0))[1],
-                            jax.tree.map(one, state), jax.tree.map(one, args), keys[0])
-    logs = {k: np.zeros((int(steps), R) + v.shape, np.float32) for k, v in shapes.items()}
-
-    def advance(st, lg, start, n):
-        st, out = mesh_lib.map_runs(mesh, _scan_steps, (step, inner, n), st, args, key_data,
-                                    np.full((R,), start, np.int32))
-        out = mesh_lib.to_host(out, R)  # {k: [R, n]}
-        for k, v in out.items():
-            lg[k][start:start + n] = np.swapaxes(v, 0, 1)
-        # The R replicas as host arrays: the checkpoint holds no padding, and orbax writes
-        # host arrays from process 0 alone.
-        return mesh_lib.to_host(st, R), message({k: v[:, -1] for k, v in out.items()})
-
-    return checkpoint.run_chunks(directory, fingerprint=fingerprint, state=state, logs=logs,
-                                 steps=int(steps), chunk=int(chunk), advance=advance, name=name)
-
-
 def _fit_step(inner, state, args, key, step):
     lr_scale, motion_scale, coupled, pixel_chunk = inner
     tx = optimizer(lr_scale, motion_scale=motion_scale)
@@ -394,9 +344,9 @@ def fit(datas: datalib.FitData, arms: Arm, *, keyframes: tuple[int, ...], num_ga
     args = (jax.tree.map(rep, datas), jax.tree.map(rep, arms))
     seed_keys = jnp.tile(checkpoint.per_seed_keys(k_steps, S), A)
     inner = (float(lr_scale), float(motion_lr_scale), bool(coupled), int(pixel_chunk))
-    state, logs = replica_loop(
-        mesh, _fit_step, inner, state, args, seed_keys, steps=int(steps), chunk=int(chunk),
-        directory=directory, fingerprint=fingerprint, name=name,
+    state, logs = checkpoint.seed_loop(
+        state, args, _fit_step, seed_keys, steps=int(steps), chunk=int(chunk), mesh=mesh,
+        inner=inner, directory=directory, fingerprint=fingerprint, name=name,
         message=lambda m: f"loss {float(np.mean(m['loss'])):.4f} "
                           f"photo {float(np.mean(m['photo'])):.4f}")
     g = jax.tree.map(lambda x: x.reshape((A, S) + x.shape[1:]), state.g)

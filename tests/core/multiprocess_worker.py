@@ -6,7 +6,7 @@ and ``RESTORED <sum>`` lines that the test checks, then exercises the core helpe
 processes: ``mesh.to_host`` of an array sharded over both processes, ``mesh.map_runs`` over
 replica counts that do not divide the 4 devices, ``mesh.put_rows`` (each process generates only
 its own rows), ``mesh.batched`` and ``distributed.primary_first`` (``HOST``, ``RUNS``, ``ROWS``,
-``BATCHED`` and ``FIRST`` lines).
+``BATCHED``, ``FIRST`` and ``AGREED`` lines).
 """
 
 import argparse
@@ -80,6 +80,21 @@ def main():
     got = distributed.primary_first(lambda: order.append(jax.process_index()) or len(order),
                                     "worker")
     print(f"FIRST {got}", flush=True)
+    if args.ckpt_dir:
+        import os
+        import time
+
+        from icml26_jax.core import checkpoint
+
+        # checkpoint.cached on a new directory, process 1 late: process 0 is creating the
+        # directory when process 1 looks for it, and both must still take the "compute" branch.
+        d = os.path.join(args.ckpt_dir + "_cached", "stage")
+        if jax.process_index() == 1:
+            time.sleep(1.0)
+        a = checkpoint.cached(d, fingerprint=7, compute=lambda: {"v": np.arange(3.0)}, name="w")
+        b = checkpoint.cached(d, fingerprint=7, compute=lambda: {"v": np.zeros(3)}, name="w")
+        print(f"AGREED {distributed.agreed(jax.process_index() == 1)} "
+              f"CACHED {a['v'].tolist()} {np.asarray(b['v']).tolist()}", flush=True)
 
 
 def _replica(scale, a, b):

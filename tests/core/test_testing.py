@@ -142,4 +142,6 @@ def test_two_processes_psum(tmp_path):
                 in out), out
         # primary_first: fn ran exactly once on each process (and returned its result there).
         assert "FIRST 1" in out, out
+        # distributed.agreed: process 0's flag everywhere; cached: computed once, then restored.
+        assert "AGREED False CACHED [0.0, 1.0, 2.0] [0.0, 1.0, 2.0]" in out, out
     assert (tmp_path / "ckpt" / "3").is_dir()

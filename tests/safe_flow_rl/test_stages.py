@@ -120,9 +120,9 @@ def test_seeds_sharded_over_every_device_equal_one_device(tmp_path):
     keys = stages.per_seed_keys(jax.random.key(5), 3)
     kw = dict(steps=5, chunk=2, fingerprint=1, name="toy", message=lambda m: "")
     one_dev = mesh_lib.make_mesh((1,), (mesh_lib.RUNS,))
-    s1, l1 = stages.seed_loop(state, args, _toy_one, keys, directory=str(tmp_path / "a"),
+    s1, l1 = checkpoint.seed_loop(state, args, _toy_one, keys, directory=str(tmp_path / "a"),
                               mesh=one_dev, **kw)
-    s8, l8 = stages.seed_loop(state, args, _toy_one, keys, directory=str(tmp_path / "b"), **kw)
+    s8, l8 = checkpoint.seed_loop(state, args, _toy_one, keys, directory=str(tmp_path / "b"), **kw)
     assert s8.shape == (3, 3) and l8["vec"].shape == (5, 3, 3) and l8["norm"].shape == (5, 3)
     np.testing.assert_array_equal(s1, s8)
     for k in l1:

@@ -284,10 +284,10 @@ def test_replicas_sharded_over_every_device_equal_one_device(tmp_path):
     keys = checkpoint.per_seed_keys(jax.random.key(5), 3)
     kw = dict(steps=5, chunk=2, fingerprint=1, name="toy", message=lambda m: "")
     one_dev = mesh_lib.make_mesh((1,), (mesh_lib.RUNS,))
-    s1, l1 = fit.replica_loop(one_dev, _toy_step, 0.9, state, args, keys,
-                              directory=str(tmp_path / "a"), **kw)
-    s8, l8 = fit.replica_loop(mesh_lib.runs_mesh(3), _toy_step, 0.9, state, args, keys,
-                              directory=str(tmp_path / "b"), **kw)
+    s1, l1 = checkpoint.seed_loop(state, args, _toy_step, keys, mesh=one_dev, inner=0.9,
+                                  directory=str(tmp_path / "a"), **kw)
+    s8, l8 = checkpoint.seed_loop(state, args, _toy_step, keys, inner=0.9,
+                                  directory=str(tmp_path / "b"), **kw)
     assert s8.shape == (3, 2) and l8["norm"].shape == (5, 3)
     np.testing.assert_array_equal(s1, s8)
     np.testing.assert_array_equal(l1["norm"], l8["norm"])
