@@ -1,6 +1,6 @@
 """Gradient Smoothing: depth-wise smoothing of block-wise optimiser updates (the method).
 
-Equation numbers follow ``../shared/specs/grad_smoothing.md`` §Method:
+Equation numbers follow the paper's method section (see the README):
 
 * (1) window operator, radius r, renormalised at the ends:
   ``(M u)_l = 1/|N(l)| sum_{j in N(l)} u_j``, ``N(l) = {j : |j - l| <= r, 1 <= j <= L}``;
