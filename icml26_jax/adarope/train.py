@@ -190,8 +190,8 @@ def _layer_tie_flag(rest):
 
 def models_mesh(num_models: int):
     """``core.mesh.runs_mesh``: the stacked models are independent, so they are sharded over
-    every device of every process (``core.mesh.shard_replicas`` pads them to a multiple of
-    the device count) with no communication."""
+    its devices on every process (``core.mesh.shard_replicas`` pads them to a multiple of
+    the mesh size) with no communication."""
     return mesh_lib.runs_mesh(num_models)
 
 

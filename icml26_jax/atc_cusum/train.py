@@ -135,7 +135,7 @@ _atc_jit = jax.jit(atc.atc_predict, static_argnums=0)
 
 
 def scores(spec: tuple, x: np.ndarray, mu: np.ndarray, ts=None) -> dict:
-    """Runs learner ``spec`` on ``x [R, T]``, the runs sharded over every device
+    """Runs learner ``spec`` on ``x [R, T]``, the runs sharded over ``core.mesh.runs_mesh(R)``
     (``core.mesh.map_runs``; R need not divide the device count).
 
     Returns:
@@ -151,7 +151,7 @@ def scores(spec: tuple, x: np.ndarray, mu: np.ndarray, ts=None) -> dict:
 
 def grid_regret(kind: str, values, x: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """Regret ``[G, R]`` of ``sliding_window`` / ``discounted_mean`` over ``values`` (the
-    runs sharded over every device)."""
+    runs sharded over ``core.mesh.runs_mesh(R)``)."""
     R = x.shape[0]
     values = np.asarray(values, np.int32 if kind == "window" else x.dtype)
     out = mesh_lib.map_runs(mesh_lib.runs_mesh(R), _grid_one, kind, x, mu,

@@ -281,7 +281,7 @@ def _scan_replica(static, state, args, key_data, start):
 def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory: str,
               fingerprint: int, name: str, message, mesh=None, inner=None):
     """Trains every replica (seed, arm x seed, model) for ``steps`` steps in resumable chunks,
-    the replicas sharded over every device (``core.mesh.map_runs``).
+    the replicas sharded over a ``RUNS`` mesh (``core.mesh.map_runs``).
 
     Args:
       state: the trained pytree, stacked over replicas [R, ...] (params, optimiser state).
@@ -296,8 +296,8 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
       steps, chunk, directory, fingerprint, name: as in :func:`run_chunks`.
       message: ``message(logs_of_last_step) -> str`` (host arrays [R, ...]) for the progress
         line.
-      mesh: a mesh with a ``RUNS`` axis; default ``core.mesh.runs_mesh()``, every device of
-        every process (R padded to a multiple of its size, the padded replicas computed and
+      mesh: a mesh with a ``RUNS`` axis; default ``core.mesh.runs_mesh(R)`` (devices of
+        every process; R padded to a multiple of its size, the padded replicas computed and
         dropped).
       inner: hashable constants of ``one`` (a jit static argument), or None.
 
@@ -309,7 +309,7 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
     from icml26_jax.core import mesh as mesh_lib
 
     R = int(seed_keys.shape[0])
-    mesh = mesh if mesh is not None else mesh_lib.runs_mesh()
+    mesh = mesh if mesh is not None else mesh_lib.runs_mesh(R)
     step = one if inner is None else functools.partial(one, inner)
     key_data = mesh_lib.to_host(jax.random.key_data(seed_keys))  # [R, 2]
     first = lambda x: jax.ShapeDtypeStruct(np.shape(x)[1:], x.dtype)  # noqa: E731

@@ -1,12 +1,12 @@
 """Mesh axis names and helpers that place a leading users/runs axis on devices.
 
 Simulated users (or clients) are sharded over the ``USERS`` mesh axis. Independent replicas
-of an experiment (arms x seeds, games, scenes ...) are sharded over the ``RUNS`` axis of a
-mesh over every device: :func:`map_runs` pads a replica axis of any length to a multiple of
-the device count, so every device (and every process of a multi-host job) takes part, and
-:func:`to_host` drops the padding. :func:`to_host` reads any global array on every process,
-gathering the shards held by other processes; :func:`put_rows` builds a sharded array from
-per-process data.
+of an experiment (arms x seeds, games, scenes ...) are sharded over the ``RUNS`` axis of
+:func:`runs_mesh`: each device maps ``ceil(n / device_count)`` replicas, the fewest any layout
+allows, on the fewest devices (of every process) that give it; :func:`map_runs` pads the
+replica axis to a multiple of the mesh size and :func:`to_host` drops the padding.
+:func:`to_host` reads any global array on every process, gathering the shards held by other
+processes; :func:`put_rows` builds a sharded array from per-process data.
 """
 
 from __future__ import annotations
@@ -63,16 +63,34 @@ def users_mesh(n: int, runs: int | None = None) -> Mesh:
 
 
 def runs_mesh(n: int | None = None) -> Mesh:
-    """A 1-D ``RUNS`` mesh over EVERY device, for independent stacked replicas (arms x
-    seeds, games, clients, scenes ...).
+    """A 1-D ``RUNS`` mesh for ``n`` independent stacked replicas (arms x seeds, games,
+    clients, scenes ...).
 
-    A replica axis of any length uses all devices: :func:`map_runs` pads it to a multiple of
-    the device count (:func:`padded_size`) and :func:`to_host` drops the padding. ``n`` is
-    accepted for readability at call sites and checked, not used for the shape.
+    Every device holds ``k = ceil(n / device_count)`` replicas, the fewest any layout allows
+    (so the wall time is that of all devices), and the mesh takes the fewest devices that do
+    so: ``ceil(n / k)``, rounded up to a multiple of the process count and taken evenly from
+    every process, so every process of a multi-host job takes part. :func:`map_runs` pads
+    the replica axis to a multiple of the mesh size (:func:`padded_size`: fewer than ``k``
+    per device beyond ``n``) and :func:`to_host` drops the padding. A layout padded to every
+    device would compute up to ``device_count - 1`` discarded replicas: free on an idle
+    accelerator, but real CPU time where devices share cores (the 8 simulated CPU devices of
+    the tests run on 2 cores: one replica padded to 8 took 8x the time). The per-device
+    replica count, hence every replica's program and numbers, is the same either way.
+    ``n=None``: every device.
     """
     if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
         raise ValueError(f"n must be a positive integer, got n={n!r}")
-    return make_mesh((jax.device_count(),), (RUNS,))
+    devices = jax.devices()
+    if n is None:
+        return make_mesh((len(devices),), (RUNS,), devices=devices)
+    procs = jax.process_count()
+    per_device = -(-int(n) // len(devices))
+    size = -(-int(n) // per_device)
+    size = -(-size // procs) * procs
+    each = size // procs
+    chosen = [d for p in range(procs) for d in
+              [d for d in devices if d.process_index == p][:each]]
+    return make_mesh((size,), (RUNS,), devices=chosen)
 
 
 def padded_size(n: int, mesh: Mesh, axis: str | tuple[str, ...] = RUNS) -> int:

@@ -280,7 +280,7 @@ def train_group(c, g: Group, batches, val_tokens, ckpt_dir: str) -> dict:
     params = _stack(ps)
     hp = hyper(c, g.steps)
     static = (g.family, graphdef, hp)
-    mesh = mesh_lib.runs_mesh(R)  # every device: replicas padded, dropped by to_host(., R)
+    mesh = mesh_lib.runs_mesh(R)  # replicas padded to the mesh, dropped by to_host(., R)
     seeds = np.asarray(g.seeds, np.int32)
     low_var = np.asarray(g.low_var, bool)
     opt_state = mesh_lib.map_runs(mesh, _init_opt, static, params)

@@ -269,8 +269,8 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
             "cka": np.zeros((K, R, c.depth - 1), np.float32),
             "dw_cosine": np.zeros((K, R, c.depth - 1), np.float32),
             "update_norms": np.zeros((K, R, c.depth), np.float32)}
-    # Replicas sharded over every device (padded to a multiple of the device count; the
-    # padded replicas are dropped by to_host(., R)).
+    # Replicas sharded over core.mesh.runs_mesh(R) (ceil(R / devices) per device, on every
+    # process; padded to a multiple of the mesh, the padding dropped by to_host(., R)).
     mesh = mesh_lib.runs_mesh(R)
     shard = lambda t, dim=0: mesh_lib.shard_replicas(t, mesh, R, dim)  # noqa: E731
     fp = checkpoint.config_fingerprint({"c": c.to_dict(), "seeds": seeds, "lrs": lrs,

@@ -212,7 +212,7 @@ def train_vit_replicas(c, x, y, splits, seeds, arms, lrs, *, ckpt_dir: str, name
             "train_loss": np.zeros((K, R), np.float32),
             "test_loss": np.zeros((K, R), np.float32),
             "test_acc": np.zeros((K, R), np.float32)}
-    mesh = mesh_lib.runs_mesh(R)  # every device; replicas padded, dropped by to_host(., R)
+    mesh = mesh_lib.runs_mesh(R)  # replicas padded to the mesh, dropped by to_host(., R)
     shard = lambda t, dim=0: mesh_lib.shard_replicas(t, mesh, R, dim)  # noqa: E731
     fp = checkpoint.config_fingerprint({"v": v.to_dict(), "opt": c.opt.to_dict(),
                                         "seeds": list(seeds), "arms": list(arms),

@@ -9,8 +9,8 @@ A batch is a dict with ``tokens`` int ``[B, T]``, ``targets`` int ``[B, T]`` (th
 position t must predict) and ``mask`` float ``[B, T]`` (which positions count); optional
 ``positions [B, T]``, ``cond [B]`` and ``attention_mask [B, T, T]`` are passed to the model.
 
-Stacked replicas (arms x seeds x learning rates) are placed on every device with
-``core.mesh.shard_replicas``.
+Stacked replicas (arms x seeds x learning rates) are placed on a ``core.mesh.runs_mesh``
+with ``core.mesh.shard_replicas``.
 """
 
 from __future__ import annotations

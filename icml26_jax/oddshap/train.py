@@ -3,7 +3,7 @@ budget x method, vmapped over seeds and explicands -> ablations -> claims, resul
 figures.
 
 Each (game, budget, method) cell is one program over its seeds x explicands replicas,
-sharded over every device of a ``RUNS`` mesh (``core.mesh.map_runs``; every process of a
+sharded over a ``RUNS`` mesh (``core.mesh.runs_mesh``, ``map_runs``; every process of a
 multi-host job computes its own replicas): a replica draws its seed's coalitions
 (``Estimator.sample``; the methods with the same sampler, OddSHAP and LeverageSHAP, draw
 identical coalitions from the same key), evaluates its explicand's game on them and fits.
@@ -86,14 +86,13 @@ _estimate_one = jax.jit(_estimate, static_argnums=0)  # the rare host-side lstsq
 
 class Runner:
     """Every cell (method x budget of a game) as ONE program over its seeds x explicands
-    replicas, sharded over every device (``core.mesh.map_runs`` on a ``RUNS`` mesh): each
+    replicas, sharded over a ``RUNS`` mesh (``core.mesh.runs_mesh``, ``map_runs``): each
     replica draws its seed's coalitions, evaluates its explicand's game on them and fits.
     Methods with the same sampler draw identical coalitions from the same key (OddSHAP and
     LeverageSHAP, and the singleton fit of claim 3)."""
 
     def __init__(self, c):
         self.c = c
-        self.mesh = mesh_lib.runs_mesh()
         self._n = None  # players of the last game run
 
     def options(self, method, **extra) -> tuple:
@@ -110,8 +109,8 @@ class Runner:
         key_data = np.repeat(mesh_lib.to_host(jax.random.key_data(keys)), e, axis=0)
         params = jax.tree.map(lambda a: np.tile(np.asarray(a), (s,) + (1,) * (a.ndim - 1)),
                               gs.game.params)  # replica r = (seed r // E, explicand r % E)
-        out = mesh_lib.to_host(mesh_lib.map_runs(self.mesh, _estimate, static, key_data,
-                                                 params), s * e)
+        mesh = mesh_lib.runs_mesh(s * e)
+        out = mesh_lib.to_host(mesh_lib.map_runs(mesh, _estimate, static, key_data, params), s * e)
         return jax.tree.map(lambda a: a.reshape(s, e, *a.shape[1:]), out)
 
     def run(self, gs, method, m, keys, **extra):

@@ -96,8 +96,7 @@ def fit_stack(seeds, x, y, w_train, w_val, kind, cfg: fitting.FitConfig, hidden:
     """Fits ``R`` independent pointwise MLPs at once (replicas on the leading axis).
 
     Replica ``r`` is initialised and shuffled from ``seeds[r]``; the replicas are sharded over
-    every device of ``mesh`` (default ``core.mesh.runs_mesh(R)``), padded to a multiple of
-    its size.
+    ``mesh`` (default ``core.mesh.runs_mesh(R)``), padded to a multiple of its size.
 
     Args:
       seeds: ``R`` integer seeds.

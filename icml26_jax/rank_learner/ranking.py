@@ -188,7 +188,7 @@ def _train_one(static, seed, params, x, tau_hat, phi_hat, x_val, phi_val, orthog
 
 def train_rankers(seeds, x, tau_hat, phi_hat, x_val, phi_val, orthogonal, cfg: RankerConfig,
                   hidden: int = 64, mesh=None):
-    """Trains ``R`` rankers at once, replicas on the leading axis sharded over every device
+    """Trains ``R`` rankers at once, replicas on the leading axis sharded over the devices
     of ``mesh`` (default ``core.mesh.runs_mesh(R)``; padded to a multiple of its size);
     replica ``r`` is initialised and draws its pairs from ``seeds[r]``.
 

@@ -79,7 +79,7 @@ def _rollout_one(static, params, key_data, starts):
 def rollout_seeds(act, params, key, starts, env_params, mesh=None):
     """:func:`rollout` for every seed: params stacked [S, ...], seed i's key
     ``fold_in(key, i)``; the seeds are sharded over the ``RUNS`` axis of ``mesh`` (default
-    ``core.mesh.runs_mesh()``: every device of every process; ``core.mesh.map_runs``).
+    ``core.mesh.runs_mesh(S)``, on every process; ``core.mesh.map_runs``).
     ``act`` and ``env_params`` must be hashable (one compile per policy).
 
     Returns:

@@ -1,7 +1,7 @@
 """Training stages of the SafeFlowRL experiment, seeds vmapped (spec §Experiment).
 
 Every stage trains all seeds at once (``core.checkpoint.seed_loop``: a jitted ``lax.scan`` of the step mapped
-over the seeds, which are sharded over every device of a ``RUNS`` mesh by
+over the seeds, which are sharded over a ``RUNS`` mesh (``core.mesh.runs_mesh``) by
 ``core.mesh.map_runs``, checkpointed in chunks with orbax so a killed run resumes to the same
 numbers): the critics
 (Q_h, V_h, Q_r, V_r, Q_c), the weighted / unweighted flow priors, the ordered refiner over an

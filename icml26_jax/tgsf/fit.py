@@ -16,7 +16,7 @@ target view (no gradient) to align its pseudo-depth. The arms of an experiment (
 temporal opacity, supervision) differ only by the masks and weights of an ``Arm``, so every
 arm and seed trains in one compiled program: ``fit`` maps the step over arms x seeds with
 ``core.checkpoint.seed_loop`` (``core.mesh.map_runs``: the arms x seeds replicas sharded over
-every device of a ``RUNS`` mesh, every process included; orbax chunks, resumable).
+a ``RUNS`` mesh, every process included; orbax chunks, resumable).
 
 Initialisation: N / K Gaussians from each of K keyframes (times {0, 0.35, 0.7} in the
 experiments) by back-projecting a random subset of pixels with the (noisy) pseudo-depth; the
@@ -324,7 +324,7 @@ def fit(datas: datalib.FitData, arms: Arm, *, keyframes: tuple[int, ...], num_ga
       pixel_chunk: rasteriser chunk.
       lr_scale, motion_lr_scale: learning-rate factors (``optimizer``).
       mesh: ``RUNS`` mesh the A S replicas are sharded over (default
-        ``core.mesh.runs_mesh()``: every device of every process).
+        ``core.mesh.runs_mesh(A S)``, on every process).
 
     Returns:
       (Gaussians [A, S, N, ...] as host arrays, as ``apply_arm`` leaves them raw,

@@ -54,10 +54,11 @@ def main():
 
     print(f"HOST {mesh_lib.to_host(x).tolist()}", flush=True)  # spans both processes
     runs = mesh_lib.runs_mesh()
-    for n in (3, 5, 6):
-        out = mesh_lib.map_runs(runs, _replica, 2.0, np.arange(n, dtype=np.float32),
+    for n in (1, 3, 5, 6):
+        mesh = mesh_lib.runs_mesh(n)
+        out = mesh_lib.map_runs(mesh, _replica, 2.0, np.arange(n, dtype=np.float32),
                                 np.ones((n, 2), np.float32))
-        again = mesh_lib.map_runs(runs, _replica, 2.0, out[0], out[1])  # padded outputs back in
+        again = mesh_lib.map_runs(mesh, _replica, 2.0, out[0], out[1])  # padded outputs back in
         print(f"RUNS n={n} shape={out[0].shape[0]} devices={len(out[0].sharding.device_set)} "
               f"{mesh_lib.to_host(again, n)[0].tolist()}", flush=True)
     calls = []

@@ -86,13 +86,29 @@ def test_sharded_computation_matches_host():
     np.testing.assert_allclose(mesh_lib.to_host(y), np.sum(x ** 2, axis=1), rtol=1e-6)
 
 
-def test_runs_mesh_uses_every_device():
-    for n in (None, 1, 3, 7, 11, 15, 16):
-        assert mesh_lib.runs_mesh(n).shape[RUNS] == 8
+def test_runs_mesh_maps_the_fewest_replicas_per_device_on_the_fewest_devices():
+    sizes = {n: mesh_lib.runs_mesh(n).shape[RUNS] for n in (1, 3, 7, 8, 9, 11, 15, 16, 17)}
+    assert sizes == {1: 1, 3: 3, 7: 7, 8: 8, 9: 5, 11: 6, 15: 8, 16: 8, 17: 6}
+    for n, size in sizes.items():
+        mesh = mesh_lib.runs_mesh(n)
+        per_device = mesh_lib.padded_size(n, mesh) // size
+        assert per_device == -(-n // 8), n  # what padding to all 8 devices would give
+        assert mesh_lib.padded_size(n, mesh) - n < per_device, n  # under one row per device
+        assert list(mesh.devices) == jax.devices()[:size]
+    assert mesh_lib.runs_mesh().shape[RUNS] == 8
     assert [mesh_lib.padded_size(n, mesh_lib.runs_mesh()) for n in (1, 3, 8, 9, 15)] == [
         8, 8, 8, 16, 16]
     with pytest.raises(ValueError, match="n must be a positive integer"):
         mesh_lib.runs_mesh(0)
+
+
+def test_map_runs_gives_the_same_numbers_on_the_smaller_mesh():
+    # Each device maps one replica of 3 on either mesh: the same program per replica.
+    a = np.linspace(-1.0, 1.0, 3 * 5, dtype=np.float32).reshape(3, 5)
+    b = np.arange(3 * 2, dtype=np.float32).reshape(3, 2)
+    small = mesh_lib.to_host(mesh_lib.map_runs(mesh_lib.runs_mesh(3), _affine, 0.5, a, b), 3)
+    every = mesh_lib.to_host(mesh_lib.map_runs(mesh_lib.runs_mesh(), _affine, 0.5, a, b), 3)
+    jax.tree.map(np.testing.assert_array_equal, small, every)
 
 
 def _affine(scale, a, b):
@@ -107,7 +123,8 @@ def test_map_runs_pads_any_replica_count(n):
     b = rng.normal(size=(n, 2)).astype(np.float32)
     out = mesh_lib.map_runs(mesh, _affine, 1.5, a, b)
     total = mesh_lib.padded_size(n, mesh)
-    assert out[0].shape == (total, 4) and len(out[0].sharding.device_set) == 8
+    assert out[0].shape == (total, 4)
+    assert len(out[0].sharding.device_set) == mesh.shape[RUNS] == {11: 6}.get(n, n)
     want = jax.vmap(lambda x, y: _affine(1.5, x, y))(a, b)
     got = mesh_lib.to_host(out, n)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
@@ -174,7 +191,7 @@ def test_batched_pads_to_the_devices(n, batch):
 
 
 @pytest.mark.parametrize("n", [1, 3, 8, 9])
-def test_shard_replicas_pads_to_every_device_and_to_host_trims(n):
+def test_shard_replicas_pads_to_the_mesh_and_to_host_trims(n):
     mesh = mesh_lib.runs_mesh(n)
     total = mesh_lib.padded_size(n, mesh)
     tree = {"w": np.arange(n * 2, dtype=np.float32).reshape(n, 2),
@@ -182,7 +199,7 @@ def test_shard_replicas_pads_to_every_device_and_to_host_trims(n):
     out = {"w": mesh_lib.shard_replicas(tree["w"], mesh, n),
            "b": mesh_lib.shard_replicas(tree["b"], mesh, n, dim=1)}
     assert out["w"].shape == (total, 2) and out["b"].shape == (5, total)
-    assert len(out["w"].sharding.device_set) == jax.device_count()
+    assert len(out["w"].sharding.device_set) == {9: 5}.get(n, n)
     assert out["w"].sharding.spec[0] == mesh_lib.RUNS and out["b"].sharding.spec[1] == \
         mesh_lib.RUNS
     w = mesh_lib.to_host(out["w"])

@@ -127,8 +127,10 @@ def test_two_processes_psum(tmp_path):
         out = r.stdout
         # Every process reads the whole array, half of whose shards live on the other one.
         assert "HOST [1.0, 2.0, 3.0, 4.0]" in out, out
-        # Replica axes of 3, 5 and 6 use all 4 devices (padded to 4, 8, 8); the padding is
-        # dropped on the host and the padded outputs go back into map_runs unchanged.
+        # runs_mesh(n): one replica per device for n = 1 and 3, two for 5 and 6 (as on all 4
+        # devices), on a device of each process at least; the padding is dropped on the host
+        # and the padded outputs go back into map_runs unchanged.
+        assert "RUNS n=1 shape=2 devices=2 [0.0]" in out, out
         assert "RUNS n=3 shape=4 devices=4 [0.0, 4.0, 8.0]" in out, out
         assert "RUNS n=5 shape=8 devices=4 [0.0, 4.0, 8.0, 12.0, 16.0]" in out, out
         assert "RUNS n=6 shape=8 devices=4 [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]" in out, out
