@@ -26,6 +26,7 @@ gradients at ``d = 0`` are finite (phi' vanishes there).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -126,6 +127,7 @@ def bump_support_mask(x: jax.Array, p: BumpParams) -> jax.Array:
     return jnp.any(jnp.sum(diff * diff, -1) < p.radii * p.radii, axis=-1)
 
 
+@jax.jit
 def bump_features(params: BumpKernelParams, x: jax.Array) -> jax.Array:
     """``G = [f(X), g(X)]`` ``[N, 2]``: kernel 2's rank-2 part is ``G G^T``."""
     return jnp.stack([bump(x, params.f), bump(x, params.g)], axis=-1)
@@ -161,6 +163,9 @@ def _risser_pairs(p: RisserParams, x1: jax.Array, x2: jax.Array) -> jax.Array:
     return sig1 * sig2 * core * s12 / jnp.sqrt(s11 * s22)
 
 
+# Jitted (kind and order static): one program per shape instead of a dozen eager ops, as
+# the evaluation phases call these outside any jit.
+@functools.partial(jax.jit, static_argnames=("kind", "order"))
 def pair_values(kind: str, params, x: jax.Array, rows: jax.Array, cols: jax.Array, *,
                 order: int | None = None) -> jax.Array:
     """The kernel values stored in the sparse matrix for pairs ``(rows[c], cols[c])``: ``[C]``.
@@ -193,6 +198,7 @@ def _dense_whitened(x1, x2, ls):
     return _safe_norm(sq)
 
 
+@functools.partial(jax.jit, static_argnames=("kind", "order"))
 def k_dense(kind: str, params, x1: jax.Array, x2: jax.Array, *,
             order: int | None = None) -> jax.Array:
     """The full kernel matrix ``[N1, N2]`` (reference path: rank-2 bump terms included,

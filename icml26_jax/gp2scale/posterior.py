@@ -10,6 +10,7 @@ materialised for the training set; it runs at N <= a few thousand).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -20,6 +21,7 @@ from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.gp2scale import kernels, neighbors, solvers
 
 
+@functools.partial(jax.jit, static_argnames=("kind", "order"))
 def _cross_local(kind, params, xs, x, rows, cols, order=None):
     """Local (compact-support) cross values for test-train pairs ``(rows, cols)``."""
     both = jnp.concatenate([xs, x], axis=0)
@@ -34,12 +36,18 @@ def cross_matrix_dense(kind, params, xs, x, *, order=None) -> jax.Array:
     rows, cols = neighbors.cross_pattern(np.asarray(xs), np.asarray(x),
                                          np.asarray(kernels.support(kind, params)))
     vals = _cross_local(kind, params, xs, x, jnp.asarray(rows), jnp.asarray(cols), order=order)
+    return _scatter_cross(kind, params, xs, x, vals, jnp.asarray(rows), jnp.asarray(cols))
+
+
+@functools.partial(jax.jit, static_argnames=("kind",))
+def _scatter_cross(kind, params, xs, x, vals, rows, cols):
     k = jnp.zeros((xs.shape[0], x.shape[0]), vals.dtype).at[rows, cols].add(vals)
     if kind == "bump":
         k = k + kernels.bump_features(params, xs) @ kernels.bump_features(params, x).T
     return k
 
 
+@functools.partial(jax.jit, static_argnames=("kind",))
 def prior_var(kind, params, xs) -> jax.Array:
     """``k(x*, x*) [Ns]`` (noise excluded)."""
     if kind == "wendland":
@@ -58,7 +66,13 @@ def posterior_mean(kind, params, x, xs, alpha, *, mean=0.0, order=None) -> jax.A
     rows, cols = neighbors.cross_pattern(np.asarray(xs), np.asarray(x),
                                          np.asarray(kernels.support(kind, params)))
     vals = _cross_local(kind, params, xs, x, jnp.asarray(rows), jnp.asarray(cols), order=order)
-    mu = jax.ops.segment_sum(vals * alpha[cols], jnp.asarray(rows), num_segments=xs.shape[0])
+    return _mean_from_cross(kind, params, xs, x, alpha, vals, jnp.asarray(rows),
+                            jnp.asarray(cols), mean)
+
+
+@functools.partial(jax.jit, static_argnames=("kind",))
+def _mean_from_cross(kind, params, xs, x, alpha, vals, rows, cols, mean):
+    mu = jax.ops.segment_sum(vals * alpha[cols], rows, num_segments=xs.shape[0])
     if kind == "bump":
         mu = mu + kernels.bump_features(params, xs) @ (kernels.bump_features(params, x).T @ alpha)
     return mean + mu
@@ -93,20 +107,35 @@ def _solver(tol: float, maxiter: int):
 
 
 def rmse(mu, y) -> float:
-    return float(jnp.sqrt(jnp.mean((mu - y) ** 2)))
+    return float(_rmse(mu, y))
 
 
 def nlpd(mu, var, y) -> float:
     """Mean negative log predictive density of ``y`` under ``N(mu, var)`` (var includes the
     noise)."""
-    var = jnp.maximum(var, 1e-12)
-    return float(jnp.mean(0.5 * jnp.log(2 * math.pi * var) + 0.5 * (y - mu) ** 2 / var))
+    return float(_nlpd(mu, var, y))
 
 
 def crps_gaussian(mu, var, y) -> float:
     """Mean closed-form CRPS of ``N(mu, var)`` at ``y`` (Gneiting & Raftery 2007)."""
+    return float(_crps(mu, var, y))
+
+
+@jax.jit
+def _rmse(mu, y):
+    return jnp.sqrt(jnp.mean((mu - y) ** 2))
+
+
+@jax.jit
+def _nlpd(mu, var, y):
+    var = jnp.maximum(var, 1e-12)
+    return jnp.mean(0.5 * jnp.log(2 * math.pi * var) + 0.5 * (y - mu) ** 2 / var)
+
+
+@jax.jit
+def _crps(mu, var, y):
     sd = jnp.sqrt(jnp.maximum(var, 1e-12))
     z = (y - mu) / sd
     pdf = jnp.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
     cdf = 0.5 * (1 + jax.scipy.special.erf(z / math.sqrt(2)))
-    return float(jnp.mean(sd * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi))))
+    return jnp.mean(sd * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi)))

@@ -12,6 +12,7 @@ never stored.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -23,6 +24,7 @@ from icml26_jax.gp2scale import kernels
 from icml26_jax.gp2scale.neighbors import Pattern
 
 
+@functools.partial(jax.jit, static_argnames=("kind", "order"))
 def pattern_values(kind: str, params, x: jax.Array, pattern: Pattern, *,
                    order: int | None = None) -> jax.Array:
     """``[C]`` stored values of ``A``'s sparse part: kernel values on the pattern's pairs,
