@@ -36,9 +36,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from icml26_jax.cof_t2i import baselines, configs, dit, evaluator, flow, scenes
+from icml26_jax.cof_t2i import baselines, configs, dit, evaluator, flow, scenes, vae
 from icml26_jax.cof_t2i import trajectories as traj
-from icml26_jax.cof_t2i import vae
 from icml26_jax.core import checkpoint, results
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core import optim
