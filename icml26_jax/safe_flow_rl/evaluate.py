@@ -17,7 +17,6 @@ nearest-state dataset neighbours.
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -103,13 +102,19 @@ def ood_nll(flow_graphdef, flow_params, obs, actions, alive):
     return -jnp.sum(w * lp) / jnp.maximum(jnp.sum(w), 1.0)
 
 
-def nn_action_distance(data_obs, data_act, obs, actions, k: int = NN_STATES):
-    """Mean over queries of min_j ||a - a_j|| over the k nearest dataset states s_j of s."""
+def nn_action_distance(data_obs, data_act, obs, actions, k: int = NN_STATES, weights=None):
+    """Mean over queries of min_j ||a - a_j|| over the k nearest dataset states s_j of s.
+
+    ``weights`` [Q] (default all 1) weight the mean: 0 drops a padding query, so that a
+    varying number of queries runs as one fixed-shape program.
+    """
     d2 = (jnp.sum(obs * obs, -1)[:, None] - 2.0 * obs @ data_obs.T
           + jnp.sum(data_obs * data_obs, -1)[None, :])
     _, idx = jax.lax.top_k(-d2, k)  # [Q, k]
-    da = jnp.linalg.norm(data_act[idx] - actions[:, None, :], axis=-1)
-    return jnp.mean(jnp.min(da, axis=-1))
+    da = jnp.min(jnp.linalg.norm(data_act[idx] - actions[:, None, :], axis=-1), axis=-1)
+    if weights is None:
+        return jnp.mean(da)
+    return jnp.sum(weights * da) / jnp.maximum(jnp.sum(weights), 1.0)
 
 
 def _query_subsample(alive, key, n: int):
@@ -117,6 +122,18 @@ def _query_subsample(alive, key, n: int):
     flat = np.flatnonzero(np.asarray(alive).reshape(-1))
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
     return flat if len(flat) <= n else np.sort(rng.choice(flat, n, replace=False))
+
+
+def _padded_queries(obs, actions, sel, n: int):
+    """(obs [n, O], actions [n, A], weights [n]) of the pairs ``sel`` of the flattened
+    [T, E] arrays, zero-padded to n rows of weight 0 (one program for any number of them)."""
+    o = np.zeros((n, obs.shape[-1]), np.float32)
+    a = np.zeros((n, actions.shape[-1]), np.float32)
+    w = np.zeros((n,), np.float32)
+    o[:len(sel)] = np.asarray(obs).reshape(-1, obs.shape[-1])[sel]
+    a[:len(sel)] = np.asarray(actions).reshape(-1, actions.shape[-1])[sel]
+    w[:len(sel)] = 1.0
+    return o, a, w
 
 
 def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: float,
@@ -137,6 +154,10 @@ def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: flo
     """
     avoidable = np.asarray(avoidable, bool)
     S = np.asarray(roll["returns"]).shape[0]
+    if unweighted_flow is not None:
+        # On the host once: seed i's slice of an array sharded over the seeds lives on one
+        # device, and a jitted function compiles anew for every device it is handed.
+        g, p = unweighted_flow[0], mesh_lib.to_host(unweighted_flow[1], S)
     per_seed = []
     for i in range(S):
         R, C = np.asarray(roll["returns"][i]), np.asarray(roll["costs"][i])
@@ -146,15 +167,13 @@ def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: flo
         m["unavoidable_violation_rate"] = (float(np.mean(C[~avoidable] > 0))
                                            if (~avoidable).any() else float("nan"))
         if unweighted_flow is not None:
-            g, p = unweighted_flow
             m["ood_nll"] = float(_ood_jit(
                 g, jax.tree.map(lambda x: x[i], p), roll["obs"][i], roll["actions"][i],
                 roll["alive"][i]))
         if dataset is not None:
             sel = _query_subsample(roll["alive"][i], jax.random.fold_in(key, i), NN_QUERIES)
-            o = jnp.asarray(roll["obs"][i]).reshape(-1, roll["obs"].shape[-1])[sel]
-            a = jnp.asarray(roll["actions"][i]).reshape(-1, roll["actions"].shape[-1])[sel]
-            m["nn_action_distance"] = float(_nn_jit(dataset[0], dataset[1], o, a))
+            o, a, w = _padded_queries(roll["obs"][i], roll["actions"][i], sel, NN_QUERIES)
+            m["nn_action_distance"] = float(_nn_jit(dataset[0], dataset[1], o, a, weights=w))
         per_seed.append(m)
     out = {"per_seed": per_seed}
     for k, v in per_seed[0].items():
