@@ -17,6 +17,7 @@ nearest-state dataset neighbours.
 
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -155,9 +156,16 @@ def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: flo
     avoidable = np.asarray(avoidable, bool)
     S = np.asarray(roll["returns"]).shape[0]
     if unweighted_flow is not None:
-        # On the host once: seed i's slice of an array sharded over the seeds lives on one
-        # device, and a jitted function compiles anew for every device it is handed.
-        g, p = unweighted_flow[0], mesh_lib.to_host(unweighted_flow[1], S)
+        # All seeds in one program (their params gathered to the host once: the seeds'
+        # slices of an array sharded over them live on different devices).
+        ood = np.asarray(_ood_seeds(unweighted_flow[0], mesh_lib.to_host(unweighted_flow[1], S),
+                                    roll["obs"], roll["actions"], roll["alive"]))
+    if dataset is not None:
+        q = [_padded_queries(roll["obs"][i], roll["actions"][i],
+                             _query_subsample(roll["alive"][i], jax.random.fold_in(key, i),
+                                              NN_QUERIES), NN_QUERIES) for i in range(S)]
+        o, a, w = (np.stack(z) for z in zip(*q))
+        nn = np.asarray(_nn_seeds(dataset[0], dataset[1], o, a, w))
     per_seed = []
     for i in range(S):
         R, C = np.asarray(roll["returns"][i]), np.asarray(roll["costs"][i])
@@ -167,13 +175,9 @@ def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: flo
         m["unavoidable_violation_rate"] = (float(np.mean(C[~avoidable] > 0))
                                            if (~avoidable).any() else float("nan"))
         if unweighted_flow is not None:
-            m["ood_nll"] = float(_ood_jit(
-                g, jax.tree.map(lambda x: x[i], p), roll["obs"][i], roll["actions"][i],
-                roll["alive"][i]))
+            m["ood_nll"] = float(ood[i])
         if dataset is not None:
-            sel = _query_subsample(roll["alive"][i], jax.random.fold_in(key, i), NN_QUERIES)
-            o, a, w = _padded_queries(roll["obs"][i], roll["actions"][i], sel, NN_QUERIES)
-            m["nn_action_distance"] = float(_nn_jit(dataset[0], dataset[1], o, a, weights=w))
+            m["nn_action_distance"] = float(nn[i])
         per_seed.append(m)
     out = {"per_seed": per_seed}
     for k, v in per_seed[0].items():
@@ -186,5 +190,14 @@ def policy_metrics(roll: dict, avoidable, r_min: float, r_max: float, kappa: flo
     return out
 
 
-_nn_jit = jax.jit(nn_action_distance, static_argnames="k")
-_ood_jit = jax.jit(ood_nll, static_argnums=0)
+@jax.jit
+def _nn_seeds(data_obs, data_act, obs, actions, weights):
+    """:func:`nn_action_distance` of every seed's padded queries ``[S, n, .]``."""
+    return jax.vmap(lambda o, a, w: nn_action_distance(data_obs, data_act, o, a, weights=w))(
+        obs, actions, weights)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _ood_seeds(flow_graphdef, flow_params, obs, actions, alive):
+    """:func:`ood_nll` of every seed (params stacked ``[S, ...]``, rollouts ``[S, T, E, .]``)."""
+    return jax.vmap(functools.partial(ood_nll, flow_graphdef))(flow_params, obs, actions, alive)
