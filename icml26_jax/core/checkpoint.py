@@ -329,8 +329,10 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
                       steps=int(steps), chunk=int(chunk), advance=advance, name=name)
 
 
-def steps_loop(one, carry, start: int, n: int, keys):
-    """Runs the jitted ``one(carry, i) -> (carry, logs)`` for steps ``[start, start + n)``.
+def steps_loop(one, carry, start: int, n: int, keys, args=()):
+    """Runs the jitted ``one(carry, i, *args) -> (carry, logs)`` for steps
+    ``[start, start + n)`` (``args``: the data, passed as arguments so that no program
+    embeds them as constants).
 
     A Python loop of one compiled step, not ``lax.scan``: XLA:CPU runs convolutions inside a
     while loop about 5x slower than the same step dispatched on its own (measured here:
@@ -339,7 +341,7 @@ def steps_loop(one, carry, start: int, n: int, keys):
     """
     outs = []
     for i in range(start, start + n):
-        carry, lg = one(carry, jnp.int32(i))
+        carry, lg = one(carry, jnp.int32(i), *args)
         outs.append(lg)
     if isinstance(keys, str):
         return carry, np.asarray(jnp.stack([o[keys] for o in outs]))

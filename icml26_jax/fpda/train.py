@@ -122,14 +122,14 @@ def train_net(c, name: str, train: data_lib.Split, workdir: str):
 
     # The data are arguments, not constants closed over: closed over, XLA embeds them in the
     # program (2,000 images: 196 MB of HLO, seconds to compile, and a copy per device).
-    jitted = jax.jit(step, donate_argnums=(0,))
-    one = lambda carry, i: jitted(carry, i, arrays, key)  # noqa: E731
+    one = jax.jit(step, donate_argnums=(0,))
     steps = int(c.steps_sup)
     logs = {"loss": np.zeros((steps,), np.float32)}
 
     def advance(carry, lg, start, n):
         # jax.device_put: the carry is the host copy of the previous chunk (see below).
-        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss")
+        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
+                                              (arrays, key))
         lg["loss"][start:start + n] = losses
         # Every process trains the same network on its first device; the checkpointed
         # state is a host copy (orbax writes it from process 0).
@@ -281,15 +281,15 @@ def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
         pp, opt, logs = update(pp, opt, s, (enc, masks[idx], labels[idx], params), k2)
         return (pp, opt), logs
 
-    jitted = jax.jit(step, donate_argnums=(0,))  # the data as arguments (see train_net)
+    one = jax.jit(step, donate_argnums=(0,))  # the data as arguments (see train_net)
     data = (images, masks, labels, key, mu_j, sd_j, det_params)
-    one = lambda carry, i: jitted(carry, i, data)  # noqa: E731
     steps = int(c.steps_dapo)
     names = ("reward", "kept", "entropy", "clip_frac")
     logs = {k: np.zeros((steps,), np.float32) for k in names}
 
     def advance(carry, lg, start, n):
-        carry, out = checkpoint.steps_loop(one, jax.device_put(carry), start, n, names)
+        carry, out = checkpoint.steps_loop(one, jax.device_put(carry), start, n, names,
+                                           (data,))
         for k in names:
             lg[k][start:start + n] = out[k]
         msg = (f"reward {float(lg['reward'][start:start + n].mean()):.4f} entropy "
