@@ -23,7 +23,7 @@ import nbclient
 import nbformat
 import pytest
 
-from icml26_jax.core import results
+from icml26_jax.core import results, testing
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 COLABS = sorted((REPO_ROOT / "colabs").glob("*.py"))
@@ -454,7 +454,8 @@ def test_notebook_executes(src, tmp_path):
     pythonpath = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(
         os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath), ICML26_SMOKE="1",
-               ICML26_WORKDIR=str(workdir), JAX_PLATFORMS="cpu", MPLBACKEND="Agg")
+               ICML26_WORKDIR=str(workdir), JAX_PLATFORMS="cpu", MPLBACKEND="Agg",
+               XLA_FLAGS=testing.child_xla_flags())
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
                                      resources={"metadata": {"path": str(REPO_ROOT)}})
     # Raises CellExecutionError (with the cell's source and traceback) on any failing cell.

@@ -66,12 +66,10 @@ MACHINE_METRICS = {
 # run, and both runs of a pair use the same setting. Measured on the 1 x 4 runs: fpda 58 s ->
 # 35 s with the passes off; then XLA compile time 22.6 -> 10.8 s (fpda), 16.6 -> 6.8 s
 # (discrete_diffusion), 24.1 -> 10.7 s (tgsf) with the older emitters, and the 19 pairs of a
-# full suite 1,714 -> 1,265 s. Only here: with those emitters three of fml's in-process
-# equality tests (a vmapped round against a per-client loop) failed, so the rest of the suite
-# compiles with XLA's defaults.
-ENV = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1",
-       "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_use_fusion_emitters=false"
-       .strip()}
+# full suite 1,714 -> 1,265 s. The notebook kernels use the same emitters; the pytest process
+# does not: with them three of fml's in-process equality tests (a vmapped round against a
+# per-client loop) failed, so the in-process tests compile with XLA's defaults.
+ENV = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1", "XLA_FLAGS": testing.child_xla_flags()}
 
 # Claims whose `measured` is a wall-clock quantity (a ratio of step times, a scaling slope of
 # timings): they differ between any two runs; their metrics are skipped by name already.

@@ -163,6 +163,35 @@ def _map_runs(mesh, fn, static, *args):
                          out_specs=P(RUNS), check_vma=False)(*args)
 
 
+def map_columns(fn, cols: jax.Array, *shared):
+    """``fn(*shared, cols_d)`` on column blocks ``cols_d`` of ``cols [..., c]``, the blocks
+    sharded over the ``RUNS`` axis of :func:`runs_mesh` ``()``, every device of every
+    process (no communication while ``fn`` runs: each device computes its own columns, e.g.
+    its own CG loop).
+
+    Call it inside a jit (a traced ``cols``); ``shared`` arrays (pytrees) are replicated on
+    the mesh. The columns are zero-padded to a multiple of the device count (for a solve,
+    zero columns are free: they converge before the first iteration) and every output leaf
+    of ``fn`` must keep the column axis last (``[..., c_d]``); the outputs come back
+    replicated with the padding dropped, so the caller continues as if ``fn`` had seen all
+    columns at once. The mesh is the same for every ``c``, so outputs of one call can meet
+    those of another in a later jit.
+    """
+    c = cols.shape[-1]
+    mesh = runs_mesh()
+    total = padded_size(c, mesh)
+    cols = jnp.pad(cols, [(0, 0)] * (cols.ndim - 1) + [(0, total - c)])
+    last = lambda ndim: P(*([None] * (ndim - 1) + [RUNS]))  # noqa: E731
+    shapes = jax.eval_shape(lambda s, b: fn(*s, b), shared, cols)
+    out_specs = jax.tree.map(lambda a: last(a.ndim), shapes)
+    cols = jax.reshard(cols, NamedSharding(mesh, last(cols.ndim)))
+    shared = jax.tree.map(lambda a: jax.reshard(a, NamedSharding(mesh, P())), shared)
+    out = jax.shard_map(lambda s, b: fn(*s, b), mesh=mesh, in_specs=(P(), last(cols.ndim)),
+                        out_specs=out_specs, check_vma=False)(shared, cols)
+    rep = NamedSharding(mesh, P())
+    return jax.tree.map(lambda a: jax.reshard(a, rep)[..., :c], out)
+
+
 def make_mesh(shape: Sequence[int], names: Sequence[str], devices=None, *,
               auto: bool = False) -> Mesh:
     """``jax.make_mesh`` over the first ``prod(shape)`` devices (all of them by default).

@@ -25,6 +25,17 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 # misses of jit's executable cache only); see BACKEND_COMPILE_EVENT in jax/_src/dispatch.py.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
+# XLA:CPU compiles about twice as fast with its older elemental emitters as with its fusion
+# emitters; at smoke sizes compiling is most of a run. Child processes of the slow tests (the
+# 2-process pairs, the notebook kernels) use them; the pytest process keeps XLA's defaults.
+ELEMENTAL_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def child_xla_flags() -> str:
+    """``XLA_FLAGS`` for a test's child process: the caller's flags plus the elemental
+    emitters."""
+    return f"{os.environ.get('XLA_FLAGS', '')} {ELEMENTAL_EMITTERS}".strip()
+
 
 def tree_allclose(a, b, *, rtol: float = 1e-6, atol: float = 1e-6, err_msg: str = "") -> None:
     """Asserts two pytrees have the same structure, leaf shapes and (close) values.

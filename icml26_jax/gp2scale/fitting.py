@@ -12,6 +12,7 @@ import numpy as np
 import optax
 
 from icml26_jax.core import checkpoint
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.optim import promotion_safe
 from icml26_jax.gp2scale import likelihood
 
@@ -48,7 +49,10 @@ def adam_loop(c, loss, u0, args, directory, name, steps, extra_fp=None):
     (u, _), logs = checkpoint.run_chunks(directory, fingerprint=fp, state=(u0, tx.init(u0)),
                                          logs=logs, steps=steps, chunk=max(1, steps // 3),
                                          advance=advance, name=name)
-    return u, logs["loss"]
+    # Through the host: a fresh run's u lives on every device (the likelihood's columns are
+    # sharded over all of them), a restored one on one device; the evaluation that follows
+    # must compile the same programs either way (resume gives the same numbers).
+    return jnp.asarray(mesh_lib.to_host(u)), logs["loss"]
 
 
 def _adam_step(tx, loss, carry, *args):

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.gp2scale import kernels, solvers
 from icml26_jax.gp2scale.neighbors import Pattern
 from icml26_jax.gp2scale.sparse_cov import pattern_values, to_bcsr
@@ -51,9 +52,13 @@ def _forward(data, g, r, pattern, probes, cfg):
     n = r.shape[0]
     pdiag = data[pattern.diag] + jnp.sum(g * g, axis=1)
     z = jnp.sqrt(pdiag)[:, None] * probes
-    res = solvers.mbcg(lambda b: _matmat(data, g, pattern, b),
-                       jnp.concatenate([r[:, None], z], axis=1), pdiag, tol=cfg.tol,
-                       maxiter=cfg.maxiter, keep=cfg.lanczos_steps)
+    # The 1 + t columns are independent solves: sharded over every device, each device runs
+    # its own CG loop on its columns (core.mesh.map_columns), then the results are gathered.
+    res = mesh_lib.map_columns(
+        lambda data, g, pattern, pdiag, b: solvers.mbcg(
+            lambda v: _matmat(data, g, pattern, v), b, pdiag, tol=cfg.tol,
+            maxiter=cfg.maxiter, keep=cfg.lanczos_steps),
+        jnp.concatenate([r[:, None], z], axis=1), data, g, pattern, pdiag)
     alpha = res.x[:, 0]
     quad = jnp.dot(r, alpha)
     t = solvers.cg_tridiagonals(res.alpha[:, 1:], res.beta[:, 1:], res.iters[1:])

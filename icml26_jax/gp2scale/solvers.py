@@ -109,7 +109,11 @@ def slq_terms(t: jax.Array, sqnorms: jax.Array) -> jax.Array:
     """``[c]`` per-probe quadratures ``||r_l||^2 sum_k tau_lk^2 log theta_lk`` (eq. S4) from
     tridiagonals ``t [c, m, m]``; ``theta, tau`` are eigenvalues and first-row eigenvector
     entries of ``T_l``."""
-    theta, vecs = jnp.linalg.eigh(t)
+    # One LAPACK call per tridiagonal (lax.map), not one batched call: jaxlib splits a
+    # batched eigh over the CPU thread pool and waits for the pieces, and with the program
+    # replicated on every simulated CPU device (core.mesh.map_columns) those waits took
+    # every pool thread: a deadlock. An unbatched call runs on its own thread.
+    theta, vecs = jax.lax.map(jnp.linalg.eigh, t)
     tau2 = vecs[:, 0, :] ** 2
     logs = jnp.log(jnp.maximum(theta, jnp.finfo(t.dtype).tiny))
     return sqnorms * jnp.sum(tau2 * logs, axis=-1)

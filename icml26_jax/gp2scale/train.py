@@ -2,10 +2,10 @@
 SLQ accuracy -> scaling -> camera crop (block adaptive Metropolis, kernel 1) -> synth1d_ns
 (Adam, kernels 1 and 2; kernel 3, the Risser kernel, reported) -> claims, results.json and figures.
 
-Multi-host: every process runs every phase (the MCMC chain and the Adam runs are sequential;
-sharding the mBCG columns over a mesh of simulated CPU devices dead-locked XLA:CPU at 8
-devices on 2 cores, see the README); only process 0 writes, and the chain's wall-clock cap
-is process 0's decision on every process.
+Multi-host: every likelihood's 1 + t CG columns are sharded over every device of every
+process (``core.mesh.map_columns``, in ``likelihood``); the MCMC chain and the Adam runs are
+sequential in their steps, so every process runs the same steps; only process 0 writes, and
+the chain's wall-clock cap is process 0's decision on every process.
 
 Every phase is resumable: the deterministic phases are cached (``checkpoint.cached``), the
 MCMC chain and the Adam runs train in orbax-checkpointed chunks. float64 is required: the

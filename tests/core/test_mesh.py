@@ -211,3 +211,37 @@ def test_shard_replicas_pads_to_the_mesh_and_to_host_trims(n):
     restored = mesh_lib.pad_leading(tree["w"], n + 16)
     np.testing.assert_array_equal(
         mesh_lib.to_host(mesh_lib.shard_replicas(restored, mesh, n)), w)
+
+
+@pytest.mark.parametrize("c", [1, 8, 33])
+def test_map_columns_runs_each_block_alone_and_equals_all_columns_at_once(c):
+    """Per-column while loops (each column stops at its own count) sharded over the devices
+    give the unsharded result; each device sees ceil(c / 8) columns, and the padded zero
+    columns are dropped."""
+    rng = np.random.default_rng(c)
+    b = rng.uniform(1.0, 2.0, (5, c)) * 2.0 ** rng.integers(0, 8, c)
+    scale = rng.uniform(0.5, 1.5, (5, 1))
+    seen = []
+
+    def halve_until_small(scale, cols):  # per column: halve until its sum drops below 1
+        seen.append(cols.shape[-1])
+
+        def cond(s):
+            return jnp.any(jnp.sum(s[0], 0) >= 1.0)
+
+        def body(s):
+            x, k = s
+            big = jnp.sum(x, 0) >= 1.0
+            return jnp.where(big, 0.5 * x * scale, x), k + big.astype(jnp.int32)
+
+        x, k = jax.lax.while_loop(cond, body, (cols, jnp.zeros(cols.shape[-1], jnp.int32)))
+        return x, k
+
+    ref = jax.jit(halve_until_small)(scale, b)
+    out = jax.jit(lambda s, b: mesh_lib.map_columns(halve_until_small, b, s))(scale, b)
+    per_device = -(-c // 8)  # zero-padded to 8 devices
+    assert seen[-1] == per_device, seen
+    assert out[0].shape == (5, c) and out[1].shape == (c,)
+    np.testing.assert_array_equal(np.asarray(out[1]), np.asarray(ref[1]))
+    np.testing.assert_allclose(np.asarray(out[0]), np.asarray(ref[0]), rtol=1e-6)
+    assert len(set(np.asarray(ref[1]))) > 1 or c == 1  # the columns really stop apart
