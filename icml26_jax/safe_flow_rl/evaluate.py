@@ -36,7 +36,14 @@ def eval_starts(key, num_episodes: int, env_params: envs.EnvParams = envs.EnvPar
     """(start states [E], avoidable bool [E]) drawn from the reset distribution."""
     if int(num_episodes) < 1:
         raise ValueError(f"eval_episodes must be >= 1, got {num_episodes!r}")
-    keys = jax.random.split(key, int(num_episodes))
+    return _eval_starts(key, int(num_episodes), env_params)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _eval_starts(key, num_episodes: int, env_params: envs.EnvParams):
+    """``eval_starts`` as one compiled program (eagerly, its vmapped reset and the
+    avoidability check compiled ~50 small ones)."""
+    keys = jax.random.split(key, num_episodes)
     _, st = jax.vmap(lambda k: envs.reset(k, env_params))(keys)
     return st, envs.avoidable(st, env_params)
 

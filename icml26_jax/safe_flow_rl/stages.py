@@ -22,6 +22,13 @@ from icml26_jax.core import checkpoint
 from icml26_jax.core.checkpoint import per_seed_keys
 from icml26_jax.safe_flow_rl import critics, envs
 
+
+def _host_stack(trees):
+    """Stacks per-seed pytrees along a new leading axis on the host (exact copies): an eager
+    ``jnp.stack`` compiles one XLA program per leaf shape."""
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *trees)
+
+
 CRITIC_FIELDS = ("observations", "actions", "rewards", "h", "costs", "next_observations",
                  "masks")
 
@@ -51,7 +58,7 @@ def init_critics(c, obs_dim: int, action_dim: int, key):
     cfg = critic_config(c)
     states = [critics.init_state(critics.make_critics(obs_dim, action_dim, hidden, k)[1], cfg)
               for k in keys]
-    return graphdefs, jax.tree.map(lambda *x: jnp.stack(x), *states)
+    return graphdefs, _host_stack(states)
 
 
 def critic_stage(c, data: dict, key, directory: str, fingerprint: int):
@@ -133,7 +140,7 @@ def init_flows(c, obs_dim: int, action_dim: int, key):
     keys = per_seed_keys(key, int(c.num_seeds))
     graphdef, _ = make(keys[0])
     params = [make(k)[1] for k in keys]
-    return graphdef, jax.tree.map(lambda *x: jnp.stack(x), *params)
+    return graphdef, _host_stack(params)
 
 
 def flow_stage(c, data: dict, weights, key, directory: str, fingerprint: int,
@@ -152,7 +159,7 @@ def flow_stage(c, data: dict, weights, key, directory: str, fingerprint: int,
     k_init, k_data = jax.random.split(key)
     graphdef, params = init_flows(c, obs.shape[1], act.shape[1], k_init)
     tx = flow_optimizer(float(c.lr))
-    opt = jax.vmap(tx.init)(params)
+    opt = jax.jit(jax.vmap(tx.init))(params)  # one program (eagerly: one per leaf shape)
     step = make_flow_step(graphdef, tx, float(c.prior_unweighted_coef))
     seed_keys = per_seed_keys(k_data, int(c.num_seeds))
     n_data, bs = obs.shape[0], int(c.batch_size)
@@ -188,7 +195,7 @@ def init_refiners(c, obs_dim: int, action_dim: int, key, n_eps: int):
     keys = [jax.random.fold_in(k, j) for k in per_seed_keys(key, S) for j in range(n_eps)]
     graphdef, _ = make(keys[0])
     params = [make(k)[1] for k in keys]
-    stacked = jax.tree.map(lambda *x: jnp.stack(x), *params)
+    stacked = _host_stack(params)
     return graphdef, jax.tree.map(lambda x: x.reshape((S, n_eps) + x.shape[1:]), stacked)
 
 
@@ -218,7 +225,7 @@ def refiner_stage(c, data: dict, eps_values, crit, flow, key, directory: str,
     k_init, k_data = jax.random.split(key)
     rg, rparams = init_refiners(c, obs.shape[1], A, k_init, len(eps_values))
     tx = promotion_safe(optax.adam(float(c.lr)))
-    opt = jax.vmap(jax.vmap(tx.init))(rparams)
+    opt = jax.jit(jax.vmap(jax.vmap(tx.init)))(rparams)  # one program, not one per leaf
     bs, n_data = int(c.batch_size), obs.shape[0]
     beta = float(c.beta)
     margin = float(c.margin_sd) * float(jnp.std(data["h"]))
@@ -310,9 +317,9 @@ def actor_stage(c, kind: str, data: dict, key, directory: str, fingerprint: int,
     made = [B.make_actor(kind, obs.shape[1], act.shape[1], hidden, k)
             for k in per_seed_keys(k_init, S)]
     graphdef = made[0][0]
-    params = jax.tree.map(lambda *x: jnp.stack(x), *[m[1] for m in made])
+    params = _host_stack([m[1] for m in made])
     tx = B.actor_optimizer(float(c.lr))
-    opt = jax.vmap(tx.init)(params)
+    opt = jax.jit(jax.vmap(tx.init))(params)  # one program (eagerly: one per leaf shape)
     if kind == "bc_safe" and safe_idx is None:
         raise ValueError("actor_stage(kind='bc_safe') needs safe_idx")
     if kind == "fisor_lite" and weights is None:

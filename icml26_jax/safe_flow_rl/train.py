@@ -239,8 +239,9 @@ def fit(c, workdir: str, stage_s: dict | None = None) -> Models:
     # compiled loop, latent_budget on the unweighted prior (the ablation)
     eps_sweep = tuple(float(e) for e in c.eps_sweep)
     entries = eps_sweep + (float(c.latent_budget),)
-    per_entry = jax.tree.map(
-        lambda w, u: jnp.stack([w] * len(eps_sweep) + [u], axis=1), fparams, uparams)
+    per_entry = jax.tree.map(  # on the host (an eager jnp.stack compiles one per leaf)
+        lambda w, u: np.stack([np.asarray(w)] * len(eps_sweep) + [np.asarray(u)], axis=1),
+        fparams, uparams)
     rg, rparams, _ = stages.refiner_stage(c, data, entries, (cg, cstate), (fg, per_entry),
                                           keys["refiner"], f"{ck}/refiner", fp,
                                           flow_per_entry=True)

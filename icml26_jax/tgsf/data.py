@@ -59,9 +59,18 @@ def _arc_camera(angle_deg: float, size: int, radius: float = 4.0) -> camlib.Came
     return camlib.Camera(camlib.intrinsics(size, size), R, T, int(size), int(size))
 
 
+def _stack_leaves(xs):
+    """``jnp.stack`` of arrays along a new leading axis, stacked on the host with NumPy and
+    put on the device unless one is a tracer: an eager ``jnp.stack`` compiles one XLA
+    program per leaf shape and count, which dominated the start-up of a run."""
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        return jnp.stack([jnp.asarray(x) for x in xs])
+    return jax.device_put(np.stack([np.asarray(x) for x in xs]))  # (jnp.asarray compiles)
+
+
 def stack_cameras(cams) -> camlib.Camera:
     """Stacks a list of single cameras along a new leading axis."""
-    return jax.tree.map(lambda *x: jnp.stack(x), *cams)
+    return jax.tree.map(lambda *x: _stack_leaves(x), *cams)
 
 
 def rig(kind: str, size: int, times) -> tuple[list[list[camlib.Camera]], list[camlib.Camera]]:
@@ -122,7 +131,7 @@ class FitData(NamedTuple):
 
 def stack(items):
     """Stacks pytrees (``FitData``, arms, Gaussians) along a new leading axis."""
-    return jax.tree.map(lambda *x: jnp.stack([jnp.asarray(v) for v in x]), *items)
+    return jax.tree.map(lambda *x: _stack_leaves(x), *items)
 
 
 def scene_views(scene: scenes.SceneSpec, rig_kind: str, size: int, *, flows: bool,

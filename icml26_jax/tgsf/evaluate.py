@@ -46,15 +46,22 @@ def image_metrics(pred, gt, fg) -> dict:
     [..., H, W, 3] (broadcast over the leading axes of ``pred``) with foreground masks
     [..., H, W]. Returns {"psnr", "masked_psnr", "ssim"} each of the leading shape of
     ``pred``."""
+    lead = np.shape(pred)[:-3]
+    out = _image_metrics(pred, gt, fg)
+    return {k: np.asarray(v).reshape(lead) for k, v in zip(("psnr", "masked_psnr", "ssim"), out)}
+
+
+@jax.jit
+def _image_metrics(pred, gt, fg):
+    """``image_metrics`` flattened over the leading axes, one compiled program per shape
+    (module level, so calls share it; the broadcasts run in it, not eagerly)."""
     pred = jnp.asarray(pred)
     lead = pred.shape[:-3]
     gt = jnp.broadcast_to(jnp.asarray(gt, jnp.float32), pred.shape)
     fg = jnp.broadcast_to(jnp.asarray(fg), lead + pred.shape[-3:-1])
-    flat = lambda x, k: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
-    p, y, m = flat(pred, 3), flat(gt, 3), flat(fg, 2)
-    out = jax.jit(jax.vmap(lambda a, b, c: (losses.psnr(a, b), losses.masked_psnr(a, b, c),
-                                             losses.ssim(a, b))))(p, y, m)
-    return {k: np.asarray(v).reshape(lead) for k, v in zip(("psnr", "masked_psnr", "ssim"), out)}
+    flat = lambda x: x.reshape((-1,) + x.shape[len(lead):])  # noqa: E731
+    return jax.vmap(lambda a, b, c: (losses.psnr(a, b), losses.masked_psnr(a, b, c),
+                                     losses.ssim(a, b)))(flat(pred), flat(gt), flat(fg))
 
 
 def foreground_gaussians(g: G.TaylorGaussians, scene: scenes.SceneSpec) -> np.ndarray:

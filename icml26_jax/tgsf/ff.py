@@ -183,6 +183,13 @@ def _ff_step(inner, st, args, key, step):
     return FFState(p, opt, ema), dict(terms, loss=l)
 
 
+@functools.partial(jax.jit, static_argnames=("steps", "warmup", "lr"))
+def _opt_init(params, *, steps: int, warmup: int, lr: float):
+    """AdamW states of stacked models [A]: one compiled program (an eager ``vmap(tx.init)``
+    compiles one per parameter shape)."""
+    return jax.vmap(_tx(steps, warmup, lr).init)(params)
+
+
 def _train(c, workdir: str, pool: Clips, graphdef, params, args, *, name: str,
            offset: bool = False, extra: dict | None = None):
     """Trains stacked models [A] (``args`` [A] arms, or None for the offset head) on the same
@@ -190,9 +197,9 @@ def _train(c, workdir: str, pool: Clips, graphdef, params, args, *, name: str,
     (``core.checkpoint.seed_loop``). Returns (EMA params [A] as host arrays, logs)."""
     inner = (bool(offset), graphdef, int(c.ff_batch), float(c.ff_ema), int(c.ff_steps),
              int(c.ff_warmup), float(c.ff_lr))
-    tx = _tx(*inner[4:])
     A = jax.tree.leaves(params)[0].shape[0]
-    state = FFState(params, jax.vmap(tx.init)(params), params)
+    steps, warmup, lr = inner[4:]
+    state = FFState(params, _opt_init(params, steps=steps, warmup=warmup, lr=lr), params)
     # Every model reads the same pool (a per-model copy: map_runs maps a leading axis).
     pools = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (A,) + x.shape), pool)
     key = jax.random.fold_in(jax.random.key(int(c.seed)), 3)
@@ -210,7 +217,8 @@ def _train(c, workdir: str, pool: Clips, graphdef, params, args, *, name: str,
 def train_models(c, workdir: str, pool: Clips, graphdef, params0):
     """Trains the three arms from identical initial weights (sharded over the devices);
     returns (EMA params stacked [3], logs)."""
-    params = jax.tree.map(lambda x: jnp.stack([x] * len(ARM_NAMES)), params0)
+    # Copies on the host (an eager jnp.stack compiles one program per parameter shape).
+    params = jax.tree.map(lambda x: np.stack([np.asarray(x)] * len(ARM_NAMES)), params0)
     return _train(c, workdir, pool, graphdef, params, arms(), name="e3")
 
 
@@ -320,7 +328,7 @@ def run_e3(c, workdir: str) -> tuple[dict, dict]:
     renders = {}
     render_fn = jax.jit(functools.partial(render_queries, graphdef))  # one compile, 3 arms
     for a, name in enumerate(ARM_NAMES):
-        arm = jax.tree.map(lambda x: x[a], arms())
+        arm = jax.tree.map(lambda x: np.asarray(x)[a], arms())  # host: no eager gather
         p = jax.tree.map(lambda x: x[a], ema)
         rgb = render_fn(p, arm, test)
         out["arms"][name] = score(rgb, test, groups)
@@ -336,8 +344,9 @@ def run_e3(c, workdir: str) -> tuple[dict, dict]:
         renders["ff_offset"] = np.asarray(rgb[:4, 0, -1])
     # Inference time of one clip (jit-warm) for the record; the benchmark measures it properly.
     fwd = jax.jit(functools.partial(predict, graphdef))
-    p0 = jax.tree.map(lambda x: x[0], ema)
-    one = jax.tree.map(lambda x: x[0], test.inputs)
+    # Indexed on the host (an eager gather compiles one program per leaf), then put on the
+    # device once so that the timed call reads device arrays.
+    p0, one = jax.device_put(jax.tree.map(lambda x: np.asarray(x)[0], (ema, test.inputs)))
     jax.block_until_ready(fwd(p0, one))
     t0 = time.time()
     jax.block_until_ready(fwd(p0, one))

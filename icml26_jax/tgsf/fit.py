@@ -27,6 +27,7 @@ frame.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -295,6 +296,17 @@ def init_fits(datas: datalib.FitData, keyframes: tuple[int, ...], num_gaussians:
     return jax.vmap(lambda d: jax.vmap(lambda k: one(d, k))(seed_keys))(datas)
 
 
+@functools.partial(jax.jit, static_argnames=("lr_scale", "motion_scale"))
+def _init_state(g0, *, lr_scale, motion_scale):
+    """``FitState`` of initial Gaussians [A, S, N] flattened to [A S, N] (arm-major): one
+    compiled program (an eager reshape and ``vmap(tx.init)`` compile one per leaf shape).
+    ``init_fits`` itself stays eager: compiled as one program, XLA:CPU fuses its multiply-adds
+    (FMA) and the initial Gaussians, hence every fit, change in the last bits."""
+    g0 = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), g0)
+    tx = optimizer(lr_scale, motion_scale=motion_scale)
+    return FitState(g0, jax.vmap(tx.init)(g0))
+
+
 def _fit_step(inner, state, args, key, step):
     lr_scale, motion_scale, coupled, pixel_chunk = inner
     tx = optimizer(lr_scale, motion_scale=motion_scale)
@@ -336,11 +348,9 @@ def fit(datas: datalib.FitData, arms: Arm, *, keyframes: tuple[int, ...], num_ga
     k_init, k_steps = jax.random.split(key)
     g0 = init_fits(datas, tuple(keyframes), int(num_gaussians),
                    checkpoint.per_seed_keys(k_init, S))
-    tx = optimizer(lr_scale, motion_scale=motion_lr_scale)
-    flat = lambda x: x.reshape((A * S,) + x.shape[2:])  # noqa: E731
-    g0 = jax.tree.map(flat, g0)
-    state = FitState(g0, jax.vmap(tx.init)(g0))
-    rep = lambda x: jnp.repeat(jnp.asarray(x), S, axis=0)  # noqa: E731  [A] -> [A S]
+    state = _init_state(g0, lr_scale=float(lr_scale), motion_scale=float(motion_lr_scale))
+    # On the host: an eager jnp.repeat compiles one program per leaf shape.
+    rep = lambda x: np.repeat(np.asarray(x), S, axis=0)  # noqa: E731  [A] -> [A S]
     args = (jax.tree.map(rep, datas), jax.tree.map(rep, arms))
     seed_keys = jnp.tile(checkpoint.per_seed_keys(k_steps, S), A)
     inner = (float(lr_scale), float(motion_lr_scale), bool(coupled), int(pixel_chunk))

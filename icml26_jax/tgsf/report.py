@@ -140,19 +140,26 @@ def _flow_rgb(flow, scale=None):
     return hsv_to_rgb(np.stack([hue, np.ones_like(hue), np.clip(mag / scale, 0, 1)], -1))
 
 
+@jax.jit
+def _arm_flow(g, arm, cam, t, cam2, t2):
+    """``render.render_flow`` of one fit with its arm applied: one compiled program for every
+    arm (run eagerly it compiled ~40 small ones)."""
+    return render.render_flow(fitlib.apply_arm(g, arm), cam, t, cam2, t2)
+
+
 def flow_example(views: dict, fd, g, arms: list, scene, view: int = 5, horizon: int = 1
                  ) -> dict:
     """GT, pseudo and rendered flow (each E2 arm with flow or scene-flow supervision, seed 0)
     for one training view and horizon, as arrays for ``flow.png``."""
-    cam = camlib.index(fd.cams, view)
-    cam2 = camlib.index(camlib.index(fd.cams2, view), horizon)
-    t, t2 = float(fd.times[view]), float(fd.times2[view, horizon])
+    # Indexed on the host: indexing a device array eagerly compiles a program per shape.
+    cam = camlib.index(jax.tree.map(np.asarray, fd.cams), view)
+    cam2 = camlib.index(camlib.index(jax.tree.map(np.asarray, fd.cams2), view), horizon)
+    t, t2 = float(np.asarray(fd.times)[view]), float(np.asarray(fd.times2)[view, horizon])
     out = {"gt": np.asarray(views["flow"][view, horizon]),
-           "pseudo": np.asarray(fd.flow[view, horizon]),
-           "valid": np.asarray(fd.flow_valid[view, horizon])}
+           "pseudo": np.asarray(fd.flow)[view, horizon],
+           "valid": np.asarray(fd.flow_valid)[view, horizon]}
     for i, (_, name, arm) in enumerate(arms):
-        gi = fitlib.apply_arm(jax.tree.map(lambda x: x[i, 0], g), arm)
-        flow, alpha = render.render_flow(gi, cam, t, cam2, t2)
+        flow, alpha = _arm_flow(jax.tree.map(lambda x: x[i, 0], g), arm, cam, t, cam2, t2)
         out[name] = np.where(np.asarray(alpha)[..., None] > 0.5, np.asarray(flow), 0.0)
     return out
 
