@@ -18,6 +18,7 @@ import os
 import re
 import sys
 
+import numpy as np
 import pytest
 
 from icml26_jax.core import testing
@@ -70,6 +71,21 @@ MACHINE_METRICS = {
 # does not: with them three of fml's in-process equality tests (a vmapped round against a
 # per-client loop) failed, so the in-process tests compile with XLA's defaults.
 ENV = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1", "XLA_FLAGS": testing.child_xla_flags()}
+
+# Metrics compared at their own tolerance (paper -> {"/"-path under metrics: (rtol, atol,
+# why)}), taken out of the common comparison. gp2scale's CG columns are split over one device
+# per process on CPU (core.mesh.columns_mesh): 2 blocks on the pair, 1 on the 1 x 4 run, and
+# the column reductions of a 5-column and a 9-column block round differently.
+OWN_TOL: dict[str, dict[str, tuple[float, float, str]]] = {
+    "gp2scale": {
+        "camera/mean_cg_iters": (5e-3, 0.0, "the mean count of CG iterations until each "
+                                 "column's residual falls below 1e-8 of its start: a rounding "
+                                 "difference moves one column across that line by one "
+                                 "iteration (93.33 vs 93.44 over 9 evaluations)"),
+        "exactness/posterior_var_err": (0.0, 1e-12, "the sparse posterior variance's distance "
+                                        "to the dense one, 2e-13: rounding error itself"),
+    },
+}
 
 # Claims whose `measured` is a wall-clock quantity (a ratio of step times, a scaling slope of
 # timings): they differ between any two runs; their metrics are skipped by name already.
@@ -134,17 +150,12 @@ SHRINK: dict[str, tuple[str, ...]] = {
 
 TIMEOUT_S = 300  # hard limit of each run (the slowest take about a minute on 2 busy cores)
 
-# Seconds per pair (both runs) under `pytest -n 2` on 2 cores, in one full suite with all 19:
-# safe_flow_rl 150, tgsf 129, cof_t2i 90, grad_smoothing 89, fpda 85, grace 84, fml 71,
-# baguan_ts 69, discrete_diffusion 65, gp2scale 63, oddshap 63, dsgd_hp 48, trace 47,
+# Seconds per pair (both runs) under `pytest -n 2` on 2 cores, in the full suite of the
+# fourth sitting: safe_flow_rl 150, tgsf 129, cof_t2i 90, grad_smoothing 89, fpda 85, grace 84,
+# fml 71, baguan_ts 69, discrete_diffusion 65, gp2scale 63, oddshap 63, dsgd_hp 48, trace 47,
 # simplicity_bias 42, adarope 38, rank_learner 36, atc_cusum 36, lad 29, mragent 26: 1,258 s,
-# mostly start-up and compilation in each of the three processes (a single run is ~3x
-# cheaper), not steps. That suite took 2,129.7 s, 30 s over its 35 minutes: CI runs the 17
-# below, and the two costliest (safe_flow_rl, tgsf) run with ICML26_MULTIPROCESS_ALL=1.
-IN_CI = ("adarope", "atc_cusum", "baguan_ts", "cof_t2i", "discrete_diffusion", "dsgd_hp",
-         "fml", "fpda", "gp2scale", "grace", "grad_smoothing", "lad", "mragent", "oddshap",
-         "rank_learner", "simplicity_bias", "trace")
-ALL = os.environ.get("ICML26_MULTIPROCESS_ALL") == "1"
+# mostly start-up and compilation in each of the three processes (a single run is ~3x cheaper),
+# not steps. CI runs all 19.
 
 
 def _run(paper, workdir, audit_dir, num_processes):
@@ -161,14 +172,17 @@ def _run(paper, workdir, audit_dir, num_processes):
     return testing.run_processes(cmd, num_processes, timeout=TIMEOUT_S, env=ENV)
 
 
+def _pop(metrics: dict, path: str):
+    *parents, leaf = path.split("/")
+    for k in parents:
+        metrics = metrics[k]
+    return metrics.pop(leaf)  # a KeyError if the metric is renamed: update the table
+
+
 def _untimed(paper, results):
     timed = TIMED_CLAIMS.get(paper, set())
     for path in MACHINE_METRICS.get(paper, ()):
-        *parents, leaf = path.split("/")
-        node = results["metrics"]
-        for k in parents:
-            node = node[k]
-        del node[leaf]  # a KeyError if the metric is renamed: update MACHINE_METRICS
+        _pop(results["metrics"], path)  # a KeyError if the metric is renamed
     return {**results, "claims": [c for c in results["claims"] if c["name"] not in timed]}
 
 
@@ -176,8 +190,6 @@ def _untimed(paper, results):
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("paper", PAPERS)
 def test_two_processes_match_one(paper, tmp_path):
-    if not (ALL or paper in IN_CI):
-        pytest.skip(f"{paper}: outside the CI budget (IN_CI); ICML26_MULTIPROCESS_ALL=1 runs it")
     single, multi = tmp_path / "single", tmp_path / "multi"
     (tmp_path / "audit1").mkdir()
     (tmp_path / "audit2").mkdir()
@@ -185,6 +197,9 @@ def test_two_processes_match_one(paper, tmp_path):
     _run(paper, single, tmp_path / "audit1", 1)
 
     got, want = (_untimed(paper, testing.load_json(d / "results.json")) for d in (multi, single))
+    for path, (rtol_p, atol_p, _) in OWN_TOL.get(paper, {}).items():
+        a, b = (_pop(r["metrics"], path) for r in (got, want))
+        np.testing.assert_allclose(a, b, rtol=rtol_p, atol=atol_p, err_msg=f"{paper}: {path}")
     rtol, atol, _ = TOL.get(paper, (1e-5, 0.0, ""))
     n = testing.assert_results_match(got, want, rtol=rtol, atol=atol, err_msg=paper)
     assert n > 0, f"{paper}: no numeric metric compared"
@@ -239,7 +254,7 @@ def test_every_entry_script_sets_up_processes_first():
             f"{paper}: main() starts with {ast.unparse(first)!r}")
 
 
-def test_every_paper_has_its_sizes_and_ci_papers_exist():
+def test_every_paper_has_its_sizes_and_the_tables_name_papers():
     assert set(SHRINK) == set(PAPERS), set(SHRINK) ^ set(PAPERS)
-    assert set(IN_CI) <= set(PAPERS) and set(TOL) <= set(PAPERS)
+    assert set(TOL) <= set(PAPERS) and set(OWN_TOL) <= set(PAPERS)
     assert set(MACHINE_METRICS) <= set(PAPERS) and set(TIMED_CLAIMS) <= set(PAPERS)

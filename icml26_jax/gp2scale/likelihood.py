@@ -52,8 +52,9 @@ def _forward(data, g, r, pattern, probes, cfg):
     n = r.shape[0]
     pdiag = data[pattern.diag] + jnp.sum(g * g, axis=1)
     z = jnp.sqrt(pdiag)[:, None] * probes
-    # The 1 + t columns are independent solves: sharded over every device, each device runs
-    # its own CG loop on its columns (core.mesh.map_columns), then the results are gathered.
+    # The 1 + t columns are independent solves: sharded over the devices (one per process on
+    # CPU: core.mesh.columns_mesh), each running its own CG loop on its columns
+    # (core.mesh.map_columns); the results are gathered.
     res = mesh_lib.map_columns(
         lambda data, g, pattern, pdiag, b: solvers.mbcg(
             lambda v: _matmat(data, g, pattern, v), b, pdiag, tol=cfg.tol,

@@ -83,7 +83,7 @@ def posterior_var(kind, params, x, xs, op, *, chunk: int = 256, tol: float = 1e-
     """``[Ns]`` eq. P2 (latent f, noise excluded); ``op`` is the training covariance operator
     (``sparse_cov.operator``). ``A^{-1} k*`` is solved for ``chunk`` test points at a time by
     one jitted mBCG call (the last chunk zero-padded: one compilation), its columns sharded
-    over every device (``core.mesh.map_columns``)."""
+    over the devices (``core.mesh.map_columns``)."""
     ks_all = np.asarray(cross_matrix_dense(kind, params, xs, x, order=order))  # [Ns, N]
     solve = _solver(float(tol), int(maxiter))
     out = []
@@ -102,7 +102,7 @@ _SOLVERS: dict = {}
 def _solver(tol: float, maxiter: int):
     key = (tol, maxiter)
     if key not in _SOLVERS:
-        # The chunk's columns are independent solves: sharded over every device.
+        # The chunk's columns are independent solves: sharded over the devices.
         _SOLVERS[key] = jax.jit(lambda op, b: mesh_lib.map_columns(
             lambda op, b: solvers.mbcg(op.matmat, b, op.diag(), tol=tol, maxiter=maxiter,
                                        keep=1).x, b, op))

@@ -2,8 +2,9 @@
 SLQ accuracy -> scaling -> camera crop (block adaptive Metropolis, kernel 1) -> synth1d_ns
 (Adam, kernels 1 and 2; kernel 3, the Risser kernel, reported) -> claims, results.json and figures.
 
-Multi-host: every likelihood's 1 + t CG columns are sharded over every device of every
-process (``core.mesh.map_columns``, in ``likelihood``); the MCMC chain and the Adam runs are
+Multi-host: every likelihood's 1 + t CG columns are sharded over the devices
+(``core.mesh.map_columns``, in ``likelihood``: every device on GPU/TPU, one per process on
+CPU); the MCMC chain and the Adam runs are
 sequential in their steps, so every process runs the same steps; only process 0 writes, and
 the chain's wall-clock cap is process 0's decision on every process.
 

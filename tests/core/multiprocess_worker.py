@@ -5,8 +5,8 @@ and restore a sharded checkpoint (orbax coordinates the processes). Prints ``PSU
 and ``RESTORED <sum>`` lines that the test checks, then exercises the core helpers that span
 processes: ``mesh.to_host`` of an array sharded over both processes, ``mesh.map_runs`` over
 replica counts that do not divide the 4 devices, ``mesh.put_rows`` (each process generates only
-its own rows), ``mesh.batched`` and ``distributed.primary_first`` (``HOST``, ``RUNS``, ``ROWS``,
-``BATCHED``, ``FIRST`` and ``AGREED`` lines).
+its own rows), ``mesh.batched``, ``mesh.map_columns`` and ``distributed.primary_first`` (``HOST``, ``RUNS``,
+``ROWS``, ``BATCHED``, ``COLUMNS``, ``FIRST`` and ``AGREED`` lines).
 """
 
 import argparse
@@ -70,6 +70,13 @@ def main():
     b = mesh_lib.batched(jax.jit(lambda v: v * 3), 7, 3, np.arange(7, dtype=np.float32),
                          mesh=data)
     print(f"BATCHED {b.tolist()}", flush=True)
+    # 5 columns over one device per process (CPU): each process solves its own block.
+    seen = []
+    cols = np.arange(10, dtype=np.float32).reshape(2, 5)
+    c = jax.jit(lambda s, b: mesh_lib.map_columns(
+        lambda s, b: (seen.append(b.shape[-1]), b * s)[1], b, s))(np.float32(3.0), cols)
+    print(f"COLUMNS local={seen[-1]} mesh={mesh_lib.columns_mesh().devices.size} "
+          f"{mesh_lib.to_host(c)[1].tolist()}", flush=True)
     from icml26_jax.core import data as data_lib
 
     src = [{"x": np.float32(i)} for i in range(8)]

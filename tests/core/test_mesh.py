@@ -238,10 +238,19 @@ def test_map_columns_runs_each_block_alone_and_equals_all_columns_at_once(c):
         return x, k
 
     ref = jax.jit(halve_until_small)(scale, b)
-    out = jax.jit(lambda s, b: mesh_lib.map_columns(halve_until_small, b, s))(scale, b)
+    mesh = mesh_lib.runs_mesh()  # all 8 devices (the default on GPU and TPU)
+    out = jax.jit(lambda s, b: mesh_lib.map_columns(halve_until_small, b, s, mesh=mesh))(
+        scale, b)
     per_device = -(-c // 8)  # zero-padded to 8 devices
     assert seen[-1] == per_device, seen
     assert out[0].shape == (5, c) and out[1].shape == (c,)
     np.testing.assert_array_equal(np.asarray(out[1]), np.asarray(ref[1]))
     np.testing.assert_allclose(np.asarray(out[0]), np.asarray(ref[0]), rtol=1e-6)
     assert len(set(np.asarray(ref[1]))) > 1 or c == 1  # the columns really stop apart
+
+
+def test_columns_mesh_is_one_device_per_process_on_cpu():
+    mesh = mesh_lib.columns_mesh()
+    assert mesh.axis_names == (RUNS,) and mesh.devices.size == jax.process_count() == 1
+    out = jax.jit(lambda b: mesh_lib.map_columns(lambda b: 2 * b, b))(jnp.ones((3, 5)))
+    np.testing.assert_array_equal(np.asarray(out), 2 * np.ones((3, 5)))

@@ -138,6 +138,7 @@ def test_two_processes_psum(tmp_path):
         mine = "[0, 1, 2, 3]" if i == 0 else "[4, 5, 6, 7]"
         assert f"ROWS [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0] mine={mine}" in out, out
         assert "BATCHED [0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0]" in out, out
+        assert "COLUMNS local=3 mesh=2 [15.0, 18.0, 21.0, 24.0, 27.0]" in out, out
         # global_batch: each process contributes its own 4 rows of the global batch of 8.
         local = "[0.0, 1.0, 2.0, 3.0]" if i == 0 else "[4.0, 5.0, 6.0, 7.0]"
         assert (f"GLOBAL 8 local={local} [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]"
