@@ -57,12 +57,25 @@ if importlib.util.find_spec("xdist") is not None:
 
         class _ModuleOrNotebook(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                if ("test_colabs.py::test_notebook_executes[" in nodeid
-                        or "test_multiprocess.py::test_two_processes_match_one[" in nodeid):
-                    return nodeid
-                return nodeid.split("::", 1)[0]
+                return nodeid if _alone(nodeid) else nodeid.split("::", 1)[0]
+
+            def _assign_work_unit(self, node) -> None:
+                # xdist queues modules by their number of tests, so the single-test units
+                # (0.5-2 minutes each) came last and one worker finished alone; start them
+                # first, so the tail is made of the many short modules.
+                if not getattr(self, "_heavy_first", False):
+                    self._heavy_first = True
+                    for scope in [s for s in self.workqueue if _alone(s)][::-1]:
+                        self.workqueue.move_to_end(scope, last=False)
+                super()._assign_work_unit(node)
 
         return _ModuleOrNotebook(config, log)
+
+
+def _alone(nodeid: str) -> bool:
+    """An executed notebook or a paper's 2-process comparison: its own work unit."""
+    return ("test_colabs.py::test_notebook_executes[" in nodeid
+            or "test_multiprocess.py::test_two_processes_match_one[" in nodeid)
 
 
 @pytest.fixture(autouse=True, scope="module")

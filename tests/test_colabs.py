@@ -455,7 +455,7 @@ def test_notebook_executes(src, tmp_path):
         os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath), ICML26_SMOKE="1",
                ICML26_WORKDIR=str(workdir), JAX_PLATFORMS="cpu", MPLBACKEND="Agg",
-               XLA_FLAGS=testing.child_xla_flags())
+               **testing.fast_compile_env())  # as the 2-process pairs: see core.testing
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
                                      resources={"metadata": {"path": str(REPO_ROOT)}})
     # Raises CellExecutionError (with the cell's source and traceback) on any failing cell.

@@ -25,16 +25,18 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 # misses of jit's executable cache only); see BACKEND_COMPILE_EVENT in jax/_src/dispatch.py.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
-# XLA:CPU compiles about twice as fast with its older elemental emitters as with its fusion
-# emitters; at smoke sizes compiling is most of a run. Child processes of the slow tests (the
-# 2-process pairs, the notebook kernels) use them; the pytest process keeps XLA's defaults.
+# At smoke sizes compiling is most of a run. The slow tests' child processes (the 2-process
+# pairs, the notebook kernels) compile with XLA's optimisation passes off and XLA:CPU's older
+# elemental emitters, which compile about twice as fast as its fusion emitters; the pytest
+# process keeps XLA's defaults.
 ELEMENTAL_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
-def child_xla_flags() -> str:
-    """``XLA_FLAGS`` for a test's child process: the caller's flags plus the elemental
-    emitters."""
-    return f"{os.environ.get('XLA_FLAGS', '')} {ELEMENTAL_EMITTERS}".strip()
+def fast_compile_env() -> dict[str, str]:
+    """Environment variables for a test's child process: the caller's ``XLA_FLAGS`` plus
+    the elemental emitters, and ``JAX_DISABLE_MOST_OPTIMIZATIONS``."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} {ELEMENTAL_EMITTERS}".strip()
+    return {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1", "XLA_FLAGS": flags}
 
 
 def tree_allclose(a, b, *, rtol: float = 1e-6, atol: float = 1e-6, err_msg: str = "") -> None:
