@@ -59,16 +59,6 @@ if importlib.util.find_spec("xdist") is not None:
             def _split_scope(self, nodeid: str) -> str:
                 return nodeid if _alone(nodeid) else nodeid.split("::", 1)[0]
 
-            def _assign_work_unit(self, node) -> None:
-                # xdist queues modules by their number of tests, so the single-test units
-                # (0.5-2 minutes each) came last and one worker finished alone; start them
-                # first, so the tail is made of the many short modules.
-                if not getattr(self, "_heavy_first", False):
-                    self._heavy_first = True
-                    for scope in [s for s in self.workqueue if _alone(s)][::-1]:
-                        self.workqueue.move_to_end(scope, last=False)
-                super()._assign_work_unit(node)
-
         return _ModuleOrNotebook(config, log)
 
 

@@ -155,7 +155,12 @@ TIMEOUT_S = 300  # hard limit of each run (the slowest take about a minute on 2 
 # fml 71, baguan_ts 69, discrete_diffusion 65, gp2scale 63, oddshap 63, dsgd_hp 48, trace 47,
 # simplicity_bias 42, adarope 38, rank_learner 36, atc_cusum 36, lad 29, mragent 26: 1,258 s,
 # mostly start-up and compilation in each of the three processes (a single run is ~3x cheaper),
-# not steps. CI runs all 19.
+# not steps. In this sitting's suites with all 19: 2,123 s (xdist's order) and 2,330 s (the
+# single-test units first: pairs side by side slowed each other, 1,239 -> 1,378 s in all), both
+# over the 35 minutes. CI leaves out the costliest pair (safe_flow_rl: 112-141 s, ~60 s of
+# wall on 2 workers); ICML26_MULTIPROCESS_ALL=1 runs all 19 (all passed in both suites).
+IN_CI = tuple(p for p in PAPERS if p != "safe_flow_rl")
+ALL = os.environ.get("ICML26_MULTIPROCESS_ALL") == "1"
 
 
 def _run(paper, workdir, audit_dir, num_processes):
@@ -198,6 +203,8 @@ def _untimed(paper, results):
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("paper", PAPERS)
 def test_two_processes_match_one(paper, tmp_path):
+    if not (ALL or paper in IN_CI):
+        pytest.skip(f"{paper}: outside the CI budget (IN_CI); ICML26_MULTIPROCESS_ALL=1 runs it")
     single, multi = tmp_path / "single", tmp_path / "multi"
     (tmp_path / "audit1").mkdir()
     (tmp_path / "audit2").mkdir()
