@@ -49,8 +49,8 @@ def adam_loop(c, loss, u0, args, directory, name, steps, extra_fp=None):
     (u, _), logs = checkpoint.run_chunks(directory, fingerprint=fp, state=(u0, tx.init(u0)),
                                          logs=logs, steps=steps, chunk=max(1, steps // 3),
                                          advance=advance, name=name)
-    # Through the host: a fresh run's u lives on every device (the likelihood's columns are
-    # sharded over all of them), a restored one on one device; the evaluation that follows
+    # Through the host: a fresh run's u lives on the likelihood's column mesh
+    # (core.mesh.columns_mesh), a restored one on the default device; the evaluation that follows
     # must compile the same programs either way (resume gives the same numbers).
     return jnp.asarray(mesh_lib.to_host(u)), logs["loss"]
 

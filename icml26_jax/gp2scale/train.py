@@ -4,9 +4,9 @@ SLQ accuracy -> scaling -> camera crop (block adaptive Metropolis, kernel 1) -> 
 
 Multi-host: every likelihood's 1 + t CG columns are sharded over the devices
 (``core.mesh.map_columns``, in ``likelihood``: every device on GPU/TPU, one per process on
-CPU); the MCMC chain and the Adam runs are
-sequential in their steps, so every process runs the same steps; only process 0 writes, and
-the chain's wall-clock cap is process 0's decision on every process.
+CPU); the MCMC chain and the Adam runs are sequential in their steps, so every process runs
+the same steps; only process 0 writes, and the chain's wall-clock cap is process 0's
+decision on every process.
 
 Every phase is resumable: the deterministic phases are cached (``checkpoint.cached``), the
 MCMC chain and the Adam runs train in orbax-checkpointed chunks. float64 is required: the
