@@ -39,12 +39,16 @@ def package_fixture():
     return _few_passes
 
 
-def module_fixture():
+def module_fixture(skip_modules=()):
     """An autouse, module-scoped fixture for a test module (or a package's ``conftest.py``):
-    every test and module fixture of each module compiles with few passes."""
+    every test and module fixture of each module compiles with few passes, except in the
+    modules named (last dotted part) in ``skip_modules``."""
 
     @pytest.fixture(autouse=True, scope="module")
-    def _few_passes_module():
+    def _few_passes_module(request):
+        if request.module.__name__.rsplit(".", 1)[-1] in skip_modules:
+            yield
+            return
         with few_passes():
             yield
 

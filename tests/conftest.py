@@ -21,6 +21,14 @@ import tempfile
 os.environ.setdefault("MPLBACKEND", "Agg")
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# XLA:CPU's elemental emitters (core.testing.ELEMENTAL_EMITTERS, not imported here: that
+# would start JAX): at test sizes compiling is most of the time, and they compile about twice
+# as fast as the fusion emitters (the full suite: 2,140 -> 2,007 s on 2 cores, 4,208 -> 3,874
+# worker-seconds). Child processes and notebook kernels inherit the flag; XLA_FLAGS that
+# already name the emitters are left as they are.
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_use_fusion_emitters=false".strip())
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _CACHE = tempfile.mkdtemp(prefix="icml26_jax_test_cache_")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE

@@ -25,17 +25,20 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 # misses of jit's executable cache only); see BACKEND_COMPILE_EVENT in jax/_src/dispatch.py.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
-# At smoke sizes compiling is most of a run. The slow tests' child processes (the 2-process
-# pairs, the notebook kernels) compile with XLA's optimisation passes off and XLA:CPU's older
-# elemental emitters, which compile about twice as fast as its fusion emitters; the pytest
-# process keeps XLA's defaults.
+# At smoke sizes compiling is most of a run. The test suite compiles with XLA:CPU's older
+# elemental emitters, which compile about twice as fast as its fusion emitters (tests/conftest.py
+# sets them for the pytest process; child processes inherit them), and the slow tests' child
+# processes (the 2-process pairs, the notebook kernels) also with XLA's optimisation passes off.
 ELEMENTAL_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
 def fast_compile_env() -> dict[str, str]:
     """Environment variables for a test's child process: the caller's ``XLA_FLAGS`` plus
-    the elemental emitters, and ``JAX_DISABLE_MOST_OPTIMIZATIONS``."""
-    flags = f"{os.environ.get('XLA_FLAGS', '')} {ELEMENTAL_EMITTERS}".strip()
+    the elemental emitters (unless the flags already choose the emitters), and
+    ``JAX_DISABLE_MOST_OPTIMIZATIONS``."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_use_fusion_emitters" not in flags:
+        flags = f"{flags} {ELEMENTAL_EMITTERS}".strip()
     return {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1", "XLA_FLAGS": flags}
 
 
@@ -286,3 +289,46 @@ class CompileCounter:
     def __exit__(self, *exc) -> None:
         jax.monitoring.unregister_event_duration_listener(self._listener)
         self._active = False
+
+
+def _element_bytes(element_type: str) -> float:
+    """Bytes per element of an MLIR element type name: f32, bf16, i1, ui8, complex<f64>, ..."""
+    if element_type.startswith("complex<"):
+        return 2 * _element_bytes(element_type[len("complex<"):-1])
+    bits = re.search(r"\d+", element_type)
+    return max(int(bits.group()), 8) / 8 if bits else 8.0  # i1 is stored as a byte; index: 8
+
+
+def largest_constant(fn, *args, **kwargs) -> tuple[int, tuple[int, ...]]:
+    """The largest constant that ``fn`` embeds in its program for these arguments.
+
+    Lowers ``fn`` (a jitted function, or any function, which is jitted) to StableHLO and
+    walks every ``stablehlo.constant``, nested regions (loops, conditionals, shard_map bodies)
+    included. An array a step closes over instead of taking as an argument is baked into the
+    program as such a constant: the program grows with the data, every new array recompiles,
+    and an accelerator run copies it into each executable.
+
+    Returns:
+      ``(nbytes, shape)`` of the largest constant, ``(0, ())`` if there is none.
+    """
+    from jax._src.lib.mlir import ir  # jax's MLIR bindings (what `.compiler_ir` returns)
+
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    module = jitted.lower(*args, **kwargs).compiler_ir("stablehlo")
+    best: tuple[int, tuple[int, ...]] = (0, ())
+
+    def walk(op) -> None:
+        nonlocal best
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name == "stablehlo.constant":
+                        t = ir.RankedTensorType(child.attributes["value"].type)
+                        shape = tuple(int(d) for d in t.shape)
+                        nbytes = int(math.prod(shape) * _element_bytes(str(t.element_type)))
+                        best = max(best, (nbytes, shape))
+                    walk(child)
+
+    walk(module.operation)
+    return best

@@ -148,3 +148,23 @@ def test_two_processes_psum(tmp_path):
         # distributed.agreed: process 0's flag everywhere; cached: computed once, then restored.
         assert "AGREED False CACHED [0.0, 1.0, 2.0] [0.0, 1.0, 2.0]" in out, out
     assert (tmp_path / "ckpt" / "3").is_dir()
+
+
+def test_largest_constant_finds_closed_over_arrays_in_nested_regions():
+    data = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)  # 2 MiB
+
+    def closed(x):
+        def body(c, _):
+            return c + jnp.asarray(data)[:, :4].sum() + x.sum(), None
+        return jax.lax.scan(body, jnp.float32(0.0), None, length=3)[0]
+
+    nbytes, shape = testing.largest_constant(closed, jnp.ones(3))
+    assert (nbytes, shape) == (2 * 1024 * 1024, (512, 1024))
+    # the same step taking the data as an argument embeds only scalars
+    passed = jax.jit(lambda x, d: jax.lax.scan(
+        lambda c, _: (c + d[:, :4].sum() + x.sum(), None), jnp.float32(0.0), None, length=3)[0])
+    nbytes, shape = testing.largest_constant(passed, jnp.ones(3), jnp.asarray(data))
+    assert nbytes <= 8 and shape == ()
+    assert testing.largest_constant(lambda x: x + 1, jnp.ones(3, jnp.int8)) == (1, ())
+    assert testing._element_bytes("bf16") == 2 and testing._element_bytes("i1") == 1
+    assert testing._element_bytes("complex<f64>") == 16
