@@ -62,19 +62,24 @@ def task_config(icfg: predict.InferenceConfig, task) -> predict.InferenceConfig:
     return dataclasses.replace(icfg, M=task.M, K=min(icfg.K, task.K_max))
 
 
+def forecast_groups(tasks, icfg) -> list[tuple]:
+    """The compiled calls of :func:`baguan_on`: tasks that share (M, K, H), as ``(tasks,
+    series [(y_train, X_train, X_test)], H, InferenceConfig, season lengths)``."""
+    groups = {}
+    for t in tasks:
+        groups.setdefault((t.M, min(icfg.K, t.K_max), t.H), []).append(t)
+    return [(ts, [w[:3] for t in ts for w in windows(t)], H,
+             dataclasses.replace(icfg, M=M, K=K), [t.m for t in ts for _ in t.origins])
+            for (M, K, H), ts in groups.items()]
+
+
 def baguan_on(graphdef, params, tasks, icfg, key, mesh=None) -> dict:
     """Forecasts every origin of every task: {task name: (mean [3, H], q [3, H, 9])}.
 
     Tasks that share (M, K, H) are forecast in one compiled call, their (task, origin) series
     sharded over the ``DATA`` axis of ``mesh`` (every device) when one is given."""
     out = {}
-    groups = {}
-    for t in tasks:
-        groups.setdefault((t.M, min(icfg.K, t.K_max), t.H), []).append(t)
-    for (M, K, H), ts in groups.items():
-        cfg = dataclasses.replace(icfg, M=M, K=K)
-        series = [w[:3] for t in ts for w in windows(t)]
-        ms = [t.m for t in ts for _ in t.origins]
+    for ts, series, H, cfg, ms in forecast_groups(tasks, icfg):
         mean, q = predict.forecast_many(graphdef, params, series, H, cfg, key, m=ms, mesh=mesh)
         i = 0
         for t in ts:

@@ -220,6 +220,25 @@ def prepare(y_train, X_train, X_test, H: int, L: int):
     return y, Xp, fm, n - L
 
 
+def forecast_inputs(series, H: int, icfg: InferenceConfig, key, *, m=1):
+    """The arguments of the compiled forecast of :func:`forecast_many` (host arrays).
+
+    Returns ``(L, (y [n, L + H], X [n, L + H, F_MAX], feat_mask [n, F_MAX], t0 [n], m [n],
+    key_data [n, 2]))``: every series goes in as an argument, so one program serves any data.
+    """
+    if not series:
+        raise ValueError("series must hold at least one (y_train, X_train, X_test)")
+    L = min([icfg.context_len] + [len(s[0]) for s in series])
+    if L < icfg.M:
+        raise ValueError(f"a history has {L} steps, fewer than the window M={icfg.M}; pass a "
+                         "smaller M")
+    prepped = [prepare(*s, H, L) for s in series]
+    y, X, fm, t0 = (np.stack([p[i] for p in prepped]) for i in range(4))
+    ms = np.broadcast_to(np.asarray(m, np.int32), (len(series),))
+    keys = jax.random.key_data(jax.random.split(key, len(series)))  # uint32 [n, 2]
+    return L, (y, X, fm, np.asarray(t0, np.int32), ms, keys)
+
+
 def forecast_many(graphdef, params, series, H: int, icfg: InferenceConfig, key, *, m=1,
                   mesh=None):
     """Forecasts a list of ``(y_train, X_train, X_test)`` in one compiled call.
@@ -241,17 +260,7 @@ def forecast_many(graphdef, params, series, H: int, icfg: InferenceConfig, key, 
     Returns:
       ``(mean [n, H], q [n, H, 9])`` numpy float32 in data units (on every process).
     """
-    if not series:
-        raise ValueError("series must hold at least one (y_train, X_train, X_test)")
-    L = min([icfg.context_len] + [len(s[0]) for s in series])
-    if L < icfg.M:
-        raise ValueError(f"a history has {L} steps, fewer than the window M={icfg.M}; pass a "
-                         "smaller M")
-    prepped = [prepare(*s, H, L) for s in series]
-    y, X, fm, t0 = (np.stack([p[i] for p in prepped]) for i in range(4))
-    ms = np.broadcast_to(np.asarray(m, np.int32), (len(series),))
-    keys = jax.random.key_data(jax.random.split(key, len(series)))  # uint32 [n, 2]
-    t0 = np.asarray(t0, np.int32)
+    L, (y, X, fm, t0, ms, keys) = forecast_inputs(series, H, icfg, key, m=m)
     if mesh is None:
         mean, q = _forecast_many(graphdef, params, jnp.asarray(y), jnp.asarray(X),
                                  jnp.asarray(fm), jnp.asarray(t0), jnp.asarray(ms), keys, L=L,

@@ -129,17 +129,17 @@ def ae_optimizer(c) -> optax.GradientTransformation:
                                                                        int(c.ae_steps))))
 
 
-def _fit_ae(c, model, loss_fn, data: np.ndarray, workdir: str, stage: str, salt: int):
-    """Trains an autoencoder ``model`` with ``loss_fn(model, x)`` on random rows of ``data``
-    (uint8 images or clips; ``ae_steps`` Adam steps of ``ae_batch`` rows, orbax chunks);
-    returns the trained model and its final training loss."""
+def ae_setup(c, model, loss_fn, salt: int):
+    """``_fit_ae``'s optimiser and jitted step ``one(carry, i, data)`` for ``model``: returns
+    (graphdef, params, rest, tx, one). The step draws ``ae_batch`` random rows of ``data``
+    (uint8 images or clips), an argument: closed over, XLA would embed the pool in the program
+    (111 MB of frames at the default pool, a copy per compile)."""
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = ae_optimizer(c)
-    data = jnp.asarray(data)
     key = jax.random.fold_in(jax.random.key(int(c.seed)), salt)
     batch = int(c.ae_batch)
 
-    def one(carry, i):
+    def one(carry, i, data):
         params, opt = carry
         idx = jax.random.randint(jax.random.fold_in(key, i), (batch,), 0, data.shape[0])
         x = data[idx].astype(jnp.float32) / 255.0
@@ -151,13 +151,22 @@ def _fit_ae(c, model, loss_fn, data: np.ndarray, workdir: str, stage: str, salt:
         u, opt = tx.update(g, opt, params)
         return (optax.apply_updates(params, u), opt), {"loss": value}
 
-    one = jax.jit(one, donate_argnums=(0,))
+    return graphdef, params, rest, tx, jax.jit(one, donate_argnums=(0,))
+
+
+def _fit_ae(c, model, loss_fn, data: np.ndarray, workdir: str, stage: str, salt: int):
+    """Trains an autoencoder ``model`` with ``loss_fn(model, x)`` on random rows of ``data``
+    (uint8 images or clips; ``ae_steps`` Adam steps of ``ae_batch`` rows, orbax chunks);
+    returns the trained model and its final training loss."""
+    graphdef, params, rest, tx, one = ae_setup(c, model, loss_fn, salt)
+    data = jnp.asarray(data)
     steps = int(c.ae_steps)
     logs = {"loss": np.zeros((steps,), np.float32)}
 
     def advance(carry, lg, start, n):
         # jax.device_put: the carry is the host copy of the previous chunk (see below).
-        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss")
+        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
+                                              (data,))
         lg["loss"][start:start + n] = losses
         # Every process trains the same AE on its first device; the checkpointed state is a
         # host copy (orbax writes it from process 0).
@@ -279,21 +288,30 @@ def arm_steps(c, name: str) -> int:
     return int(c.steps) * baselines.arm(name).steps_mult
 
 
-def train_arm(c, name: str, latents, text_ids, workdir: str):
-    """Trains arm ``name``; returns ``(graphdef, ema_params, logs)``."""
+def arm_setup(c, name: str):
+    """A fresh model of arm ``name`` and ``train_arm``'s jitted step
+    ``one(carry, i, latents, text_ids)``: returns (graphdef, params, tx, one, steps). The
+    latents and captions are arguments (``make_train_step``): closed over, XLA would embed them
+    in the program (74 MB of latents at the default pool)."""
     spec = baselines.arm(name)
-    model = make_model(c, spec.num_frames, int(c.seed))
-    graphdef, params = nnx.split(model)
+    graphdef, params = nnx.split(make_model(c, spec.num_frames, int(c.seed)))
     steps = arm_steps(c, name)
     tx = optimizer(c, steps)
     data_key = jax.random.fold_in(jax.random.key(int(c.seed)), 202)  # shared by all arms
     step = make_train_step(graphdef, tx, c, spec.frames, data_key)
-    one = jax.jit(lambda carry, i: step(carry, i, latents, text_ids), donate_argnums=(0,))
+    return graphdef, params, tx, jax.jit(step, donate_argnums=(0,)), steps
+
+
+def train_arm(c, name: str, latents, text_ids, workdir: str):
+    """Trains arm ``name``; returns ``(graphdef, ema_params, logs)``."""
+    spec = baselines.arm(name)
+    graphdef, params, tx, one, steps = arm_setup(c, name)
     logs = {"loss": np.zeros((steps,), np.float32), "step_s": np.zeros((), np.float64)}
 
     def advance(carry, lg, start, n):
         t0 = time.time()
-        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss")
+        carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
+                                              (latents, text_ids))
         lg["loss"][start:start + n] = losses
         lg["step_s"] = np.asarray((time.time() - t0) / n)  # of the latest chunk
         return jax.device_get(carry), f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"

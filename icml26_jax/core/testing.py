@@ -332,3 +332,23 @@ def largest_constant(fn, *args, **kwargs) -> tuple[int, tuple[int, ...]]:
 
     walk(module.operation)
     return best
+
+
+# No jitted step may embed a constant above this (issue 43): layers' parameters fit, data sets
+# do not.
+MAX_CONSTANT_BYTES = 1 << 20
+
+
+def assert_no_large_constant(name: str, fn, *args, limit: int = MAX_CONSTANT_BYTES,
+                             **kwargs) -> int:
+    """Asserts that ``fn`` lowered for these arguments embeds no constant above ``limit``
+    bytes (:func:`largest_constant`); returns the largest constant's size.
+
+    Raises:
+      AssertionError: naming ``name``, the constant's size and shape.
+    """
+    nbytes, shape = largest_constant(fn, *args, **kwargs)
+    if nbytes > limit:
+        raise AssertionError(f"{name} embeds a {nbytes}-byte constant of shape {shape} (over "
+                             f"{limit} bytes): pass the array as a jit argument")
+    return nbytes

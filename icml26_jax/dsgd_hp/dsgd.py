@@ -316,6 +316,59 @@ def _compiled(st: _Static):
     return jax.jit(run)
 
 
+def program(
+    problem,
+    graphs: Sequence[Graph],
+    schedule,
+    *,
+    T: int,
+    runs: int,
+    key,
+    mesh: Mesh | None = None,
+    order: str = "atc",
+    noise: str = "gauss",
+    sigma: float = 1.0,
+    log_every: int = 250,
+    eval_every: int | None = None,
+    backend: str = "shard_map",
+    mixing: str = "auto",
+    return_state: bool = False,
+):
+    """The jitted program :func:`simulate` runs and its arguments (same parameters).
+
+    The problem's arrays, the noise key and the dense graphs' W are arguments of the program,
+    never constants baked into it (``tests/dsgd_hp/test_constants.py`` lowers it).
+
+    Returns:
+      ``(fn, args)``: ``fn(*args)`` gives ``(outs, state)``, the metrics ``{name: [K, G, R]}``
+      and the final ``(x, xc)`` if ``return_state`` (else None).
+    """
+    graphs = tuple(graphs)
+    n = problem.n
+    _validate(problem, graphs, T=T, runs=runs, order=order, noise=noise, sigma=sigma,
+              log_every=log_every, eval_every=eval_every, backend=backend, mixing=mixing)
+    mesh = default_mesh(n, runs) if mesh is None else mesh
+    if n % mesh.shape[USERS] or runs % mesh.shape[RUNS]:
+        raise ValueError(f"users={n} and runs={runs} must be multiples of the mesh axes "
+                         f"{dict(mesh.shape)}")
+    if isinstance(key, (int, np.integer)):
+        key = jax.random.key(int(key))
+    arrays, static = _split_problem(problem)
+    st = _Static(type(problem), static, tuple(_graph_spec(g, mixing) for g in graphs), n, runs,
+                 int(T), int(log_every), eval_every, schedule, order,
+                 noise if isinstance(problem, problems.Quadratic) else "sample", float(sigma),
+                 mesh, backend, bool(return_state))
+    arrays = {k: mesh_lib.replicate(v, mesh) for k, v in arrays.items()}
+    key_data = mesh_lib.replicate(np.asarray(jax.random.key_data(key)), mesh)
+    if backend == "shard_map":  # rows of the dense graphs' W: [G_dense, n, n] over users
+        dense = [g.W for g, s in zip(graphs, st.graphs) if s.method == "dense"]
+        w = np.stack(dense) if dense else np.zeros((0, n, n))
+        w = mesh_lib.shard_leading(w.astype(np.float32), mesh, USERS, dim=1)
+    else:
+        w = mesh_lib.replicate(np.stack([g.W for g in graphs]).astype(np.float32), mesh)
+    return _compiled(st), (arrays, key_data, w)
+
+
 def simulate(
     problem,
     graphs: Sequence[Graph],
@@ -358,30 +411,11 @@ def simulate(
     Returns:
       A ``Trace`` (host NumPy arrays), and the final ``DSGDState`` if ``return_state``.
     """
-    graphs = tuple(graphs)
-    n = problem.n
-    _validate(problem, graphs, T=T, runs=runs, order=order, noise=noise, sigma=sigma,
-              log_every=log_every, eval_every=eval_every, backend=backend, mixing=mixing)
-    mesh = default_mesh(n, runs) if mesh is None else mesh
-    if n % mesh.shape[USERS] or runs % mesh.shape[RUNS]:
-        raise ValueError(f"users={n} and runs={runs} must be multiples of the mesh axes "
-                         f"{dict(mesh.shape)}")
-    if isinstance(key, (int, np.integer)):
-        key = jax.random.key(int(key))
-    arrays, static = _split_problem(problem)
-    st = _Static(type(problem), static, tuple(_graph_spec(g, mixing) for g in graphs), n, runs,
-                 int(T), int(log_every), eval_every, schedule, order,
-                 noise if isinstance(problem, problems.Quadratic) else "sample", float(sigma),
-                 mesh, backend, bool(return_state))
-    arrays = {k: mesh_lib.replicate(v, mesh) for k, v in arrays.items()}
-    key_data = mesh_lib.replicate(np.asarray(jax.random.key_data(key)), mesh)
-    if backend == "shard_map":  # rows of the dense graphs' W: [G_dense, n, n] over users
-        dense = [g.W for g, s in zip(graphs, st.graphs) if s.method == "dense"]
-        w = np.stack(dense) if dense else np.zeros((0, n, n))
-        w = mesh_lib.shard_leading(w.astype(np.float32), mesh, USERS, dim=1)
-    else:
-        w = mesh_lib.replicate(np.stack([g.W for g in graphs]).astype(np.float32), mesh)
-    outs, state = _compiled(st)(arrays, key_data, w)
+    fn, args = program(problem, graphs, schedule, T=T, runs=runs, key=key, mesh=mesh,
+                       order=order, noise=noise, sigma=sigma, log_every=log_every,
+                       eval_every=eval_every, backend=backend, mixing=mixing,
+                       return_state=return_state)
+    outs, state = fn(*args)
     outs = mesh_lib.to_host(outs)
     tr = lambda a: np.moveaxis(a, 0, 1).astype(np.float64)  # [K, G, R] -> [G, K, R]
     trace = Trace(

@@ -145,11 +145,14 @@ def place_keys(keys: jax.Array, mesh, rows: int | None = None) -> jax.Array:
     return mesh_lib.shard_leading(mesh_lib.pad_leading(data, rows), mesh)
 
 
-def train_method(c, method: str, arrays: dict, graphdef, params0, workdir: str) -> dict:
-    """Trains one method for ``rounds`` rounds (resumable); returns its accuracy log."""
+def make_steps(c, method: str, graphdef, mesh):
+    """``(spec, round_jit, server_jit, evaluate_jit)`` of one method on ``mesh`` (or None).
+
+    ``round_jit(global, target, use_target, x, y, mask, seed, n, key_data)``,
+    ``server_jit(summaries, key_data)`` and ``evaluate_jit(params, x, y)``: the client data
+    and test sets are arguments, never closed over (a closed-over array is baked into the
+    program as a constant)."""
     spec, _, server_fn = clients.make_round(method, c, graphdef)
-    client_arrays = {k: arrays[k] for k in ("x", "y", "mask", "n")}
-    placed, mesh = place(c, client_arrays)
     flat = clients.make_flat_round(method, c, graphdef, mesh)
     wrap = jax.random.wrap_key_data
     # Every output replicated: the next round (and the server) start there, one compile.
@@ -158,14 +161,33 @@ def train_method(c, method: str, arrays: dict, graphdef, params0, workdir: str) 
                         **rep)
     server_jit = jax.jit(lambda s, k: server_fn(s, wrap(k)), **rep)
     evaluate = jax.jit(lambda p, x, y: clients.evaluate(graphdef, p, x, y), **rep)
+    return spec, round_jit, server_jit, evaluate
+
+
+def replicated(mesh):
+    """``put(array)``: the array on the device (no mesh) or replicated on ``mesh``."""
+    return (jnp.asarray if mesh is None else
+            lambda a: mesh_lib.replicate(mesh_lib.to_host(a), mesh))
+
+
+def initial_target(c, spec: clients.MethodSpec):
+    """The server target of round 1, stacked over seeds ``[S, ...]``."""
+    S = len(seed_list(c))
+    return jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape),
+                        clients.init_target(spec, c, int(c.n_clients)))
+
+
+def train_method(c, method: str, arrays: dict, graphdef, params0, workdir: str) -> dict:
+    """Trains one method for ``rounds`` rounds (resumable); returns its accuracy log."""
+    client_arrays = {k: arrays[k] for k in ("x", "y", "mask", "n")}
+    placed, mesh = place(c, client_arrays)
+    spec, round_jit, server_jit, evaluate = make_steps(c, method, graphdef, mesh)
     N = int(c.n_clients)
     rows = placed["x"].shape[0]
-    put = (jnp.asarray if mesh is None else
-           lambda a: mesh_lib.replicate(mesh_lib.to_host(a), mesh))
+    put = replicated(mesh)
     test = {d: (put(x), put(y)) for d, (x, y) in arrays["test"].items()}
+    target0 = initial_target(c, spec)
     S = len(seed_list(c))
-    target0 = jax.tree.map(lambda a: jnp.broadcast_to(a, (S,) + a.shape),
-                           clients.init_target(spec, c, N))
     restore = lambda tree: jax.tree.map(put, tree)  # a host (or restored) state, placed
     n_evals = int(c.rounds) // int(c.eval_every)
     logs = {"acc": np.full((n_evals, S, len(test)), np.nan), "round": np.zeros(n_evals),

@@ -110,26 +110,36 @@ def make_sup_step(graphdef, rest, tx, c, supernet: bool):
     return step
 
 
-def train_net(c, name: str, train: data_lib.Split, workdir: str):
-    """Trains one network for ``steps_sup`` steps; returns (graphdef, params, rest, logs)."""
+def sup_setup(c, name: str):
+    """A fresh network ``name`` and ``train_net``'s jitted step ``one(carry, i, arrays, key)``:
+    returns (graphdef, params, rest, tx, one). The step gets the data as arguments
+    (``sup_args``), never as constants closed over: closed over, XLA embeds them in the
+    program (2,000 images: 196 MB of HLO, seconds to compile, and a copy per device)."""
     net = build(c, name, int(c.seed))
     graphdef, params, rest = nnx.split(net, nnx.Param, ...)
     tx = sup_optimizer(c)
+    step = make_sup_step(graphdef, rest, tx, c, supernet=(name == "supernet"))
+    return graphdef, params, rest, tx, jax.jit(step, donate_argnums=(0,))
+
+
+def sup_args(c, name: str, train: data_lib.Split) -> tuple:
+    """The data arguments ``(arrays, key)`` of ``sup_setup``'s step."""
     arrays = tuple(jnp.asarray(a) for a in (train.images, train.masks, train.labels,
                                             train.text_ids, train.text_ok))
-    key = jax.random.fold_in(jax.random.key(int(c.seed)), NETS.index(name))
-    step = make_sup_step(graphdef, rest, tx, c, supernet=(name == "supernet"))
+    return arrays, jax.random.fold_in(jax.random.key(int(c.seed)), NETS.index(name))
 
-    # The data are arguments, not constants closed over: closed over, XLA embeds them in the
-    # program (2,000 images: 196 MB of HLO, seconds to compile, and a copy per device).
-    one = jax.jit(step, donate_argnums=(0,))
+
+def train_net(c, name: str, train: data_lib.Split, workdir: str):
+    """Trains one network for ``steps_sup`` steps; returns (graphdef, params, rest, logs)."""
+    graphdef, params, rest, tx, one = sup_setup(c, name)
+    args = sup_args(c, name, train)
     steps = int(c.steps_sup)
     logs = {"loss": np.zeros((steps,), np.float32)}
 
     def advance(carry, lg, start, n):
         # jax.device_put: the carry is the host copy of the previous chunk (see below).
         carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
-                                              (arrays, key))
+                                              args)
         lg["loss"][start:start + n] = losses
         # Every process trains the same network on its first device; the checkpointed
         # state is a host copy (orbax writes it from process 0).
@@ -241,13 +251,14 @@ def state_stats(c, det: Detector, train: data_lib.Split):
     return s.mean(0).astype(np.float32), (s.std(0) + 1e-3).astype(np.float32)
 
 
-def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
-    """DAPO on the frozen supernet: returns (policy graphdef, params, (mu, sd), logs)."""
-    mu, sd = state_stats(c, det, train)
+def dapo_setup(c, det: Detector, state_dim: int):
+    """A fresh policy on ``state_dim`` normalised state features and ``train_dapo``'s jitted
+    step ``one(carry, i, data)``: returns (policy graphdef, params, tx, one). The frozen
+    detector's parameters and the training images come in ``data`` (``dapo_args``), never
+    closed over (see ``sup_setup``)."""
     R = int(c.max_refine)
-    policy = dapo.DualActionPolicy(mu.shape[0], R + 1, rngs=nnx.Rngs(int(c.seed) + 1000))
+    policy = dapo.DualActionPolicy(state_dim, R + 1, rngs=nnx.Rngs(int(c.seed) + 1000))
     pgraph, pparams = nnx.split(policy, nnx.Param)
-    det_params = det.params
     lam = float(c.refine_cost)
 
     def reward_fn(ctx, route_idx, r):
@@ -265,9 +276,6 @@ def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
                            clip_eps=float(c.clip_eps), ent_coef=float(c.ent_coef),
                            lr=float(c.dapo_lr))
     update, tx = dapo.make_update(pgraph, reward_fn, dcfg)
-    images, masks, labels = (jnp.asarray(a) for a in (train.images, train.masks, train.labels))
-    key = jax.random.fold_in(jax.random.key(int(c.seed)), 777)
-    mu_j, sd_j = jnp.asarray(mu), jnp.asarray(sd)
     batch = int(c.dapo_batch)
 
     def step(carry, i, data):
@@ -281,15 +289,29 @@ def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
         pp, opt, logs = update(pp, opt, s, (enc, masks[idx], labels[idx], params), k2)
         return (pp, opt), logs
 
-    one = jax.jit(step, donate_argnums=(0,))  # the data as arguments (see train_net)
-    data = (images, masks, labels, key, mu_j, sd_j, det_params)
+    return pgraph, pparams, tx, jax.jit(step, donate_argnums=(0,))
+
+
+def dapo_args(c, det: Detector, train: data_lib.Split, mu, sd) -> tuple:
+    """The data argument ``(data,)`` of ``dapo_setup``'s step: the training images, masks
+    and labels, the key, the state normalisation and the detector's parameters."""
+    images, masks, labels = (jnp.asarray(a) for a in (train.images, train.masks, train.labels))
+    key = jax.random.fold_in(jax.random.key(int(c.seed)), 777)
+    return ((images, masks, labels, key, jnp.asarray(mu), jnp.asarray(sd), det.params),)
+
+
+def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
+    """DAPO on the frozen supernet: returns (policy graphdef, params, (mu, sd), logs)."""
+    mu, sd = state_stats(c, det, train)
+    pgraph, pparams, tx, one = dapo_setup(c, det, mu.shape[0])
+    args = dapo_args(c, det, train, mu, sd)
     steps = int(c.steps_dapo)
     names = ("reward", "kept", "entropy", "clip_frac")
     logs = {k: np.zeros((steps,), np.float32) for k in names}
 
     def advance(carry, lg, start, n):
         carry, out = checkpoint.steps_loop(one, jax.device_put(carry), start, n, names,
-                                           (data,))
+                                           args)
         for k in names:
             lg[k][start:start + n] = out[k]
         msg = (f"reward {float(lg['reward'][start:start + n].mean()):.4f} entropy "

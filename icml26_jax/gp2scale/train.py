@@ -194,6 +194,14 @@ def _wparams(theta) -> kernels.WendlandParams:
     return kernels.WendlandParams(theta[0], theta[1:3], theta[3])
 
 
+def wendland_loglik(cfg: likelihood.SolverConfig):
+    """The jitted kernel-1 likelihood ``(p, x, y, pat, probes) -> (value, aux)`` of the camera
+    fit and its evaluation: the data, pattern and probes are arguments, never constants baked
+    into the program (``tests/gp2scale/test_constants.py``)."""
+    return jax.jit(lambda p, x, y, pat, pr: likelihood.log_marglik(
+        "wendland", p, x, y, pat, pr, cfg))
+
+
 class AdaptiveLoglik:
     """Host log-likelihood of kernel 1 at ``theta = (sigma2, ls1, ls2, noise)``: the pattern
     is rebuilt for each proposal's support (``pattern_mode="adaptive"``, as fvGP reassembles
@@ -206,8 +214,7 @@ class AdaptiveLoglik:
         self.mode = mode
         self.fixed = (neighbors.build_pattern(self.x, ls_max, method="cells")
                       if mode == "fixed" else None)
-        self.fn = jax.jit(lambda p, x, y, pat, pr: likelihood.log_marglik(
-            "wendland", p, x, y, pat, pr, cfg))
+        self.fn = wendland_loglik(cfg)
         self.evals = 0
         self.cg_iters = []
 
@@ -243,8 +250,7 @@ def evaluate_wendland(c, theta, d: data.GPData, probes_key) -> dict:
     xj, yj = jnp.asarray(d.x_train), jnp.asarray(d.y_train)
     pat = neighbors.build_pattern(d.x_train, np.asarray(theta[1:3]), method="cells")
     probes = solvers.rademacher(probes_key, len(d.y_train), int(c.num_probes))
-    val, aux = jax.jit(lambda p, x, y, pat, pr: likelihood.log_marglik(
-        "wendland", p, x, y, pat, pr, solver_cfg(c)))(p, xj, yj, pat, probes)
+    val, aux = wendland_loglik(solver_cfg(c))(p, xj, yj, pat, probes)
     xs = jnp.asarray(d.x_test)
     mu = posterior.posterior_mean("wendland", p, xj, xs, aux.alpha)
     var = posterior.posterior_var("wendland", p, xj, xs, sparse_cov.operator(
@@ -257,15 +263,22 @@ def evaluate_wendland(c, theta, d: data.GPData, probes_key) -> dict:
             "mu": np.asarray(mu)}
 
 
-def phase_camera(c, workdir: str) -> dict:
+def camera_problem(c):
+    """The camera fit's inputs: ``(d, lo, hi, theta0, key, probes)``, the Morton-sorted data
+    set, the bounds, the start, the run's key and the chain's fixed probes."""
     d = load_dataset(c)
     perm = neighbors.morton_order(d.x_train)
     d = d._replace(x_train=d.x_train[perm], y_train=d.y_train[perm])
-    n = len(d.y_train)
     lo, hi = _bounds(c)
     theta0 = np.clip(np.array([1.0, 5.0 / IMAGE_PX, 5.0 / IMAGE_PX, 0.05]), lo * 1.01, hi * 0.99)
     key = jax.random.key(int(c.seed))
-    probes = solvers.rademacher(jax.random.fold_in(key, 1), n, int(c.am_probes))
+    probes = solvers.rademacher(jax.random.fold_in(key, 1), len(d.y_train), int(c.am_probes))
+    return d, lo, hi, theta0, key, probes
+
+
+def phase_camera(c, workdir: str) -> dict:
+    d, lo, hi, theta0, key, probes = camera_problem(c)
+    n = len(d.y_train)
     out = {"n_train": n, "n_test": len(d.y_test)}
     ll = AdaptiveLoglik(d.x_train, d.y_train, probes, solver_cfg(c), c.pattern_mode, hi[1:3])
     t_start = time.time()

@@ -249,27 +249,38 @@ def phase_fingerprint(c, name: str, **extra) -> int:
                                           "config": {k: d[k] for k in keys}})
 
 
-def train_phase(c, name, ckpt_dir, graphdef, frozen, trainable, tx, mode, train_data, steps,
-                *, teacher=None, step_offset: int = 0, ib_state=None):
-    """Runs ``steps`` steps of ``make_train_step(mode)`` in checkpointed chunks (a ``lax.scan``
-    per chunk); returns ``(trainable, ib_state, logs)``. ``step_offset`` shifts the data
-    order (the batch of global step t is ``data.batch_at(..., t)``)."""
+LOG_KEYS = ("loss", "ce", "gdkd", "rcka", "cka", "gate_mean", "beta", "ema", "tau")
+
+
+def make_chunk(mode: str, c, graphdef, tx, teacher=None):
+    """The jitted chunk of :func:`train_phase`: ``(trainable, opt_state, ib_state, frozen,
+    batches [n, ...], steps [n]) -> (trainable, opt_state, ib_state, logs {k: [n]})``, a
+    ``lax.scan`` of ``make_train_step(mode)``; the batches are arguments (never closed over:
+    a closed-over array is baked into the program as a constant)."""
     step_fn = make_train_step(mode, c, graphdef, tx, teacher)
-    trainable = jax.tree.map(jnp.copy, trainable)  # the chunks donate it; callers keep theirs
-    ib_state = ib_state if ib_state is not None else controller.ib_init(ib_config(c))
-    keys = ("loss", "ce", "gdkd", "rcka", "cka", "gate_mean", "beta", "ema", "tau")
-    logs = {k: np.zeros((steps,), np.float32) for k in keys}
 
     def chunk(trainable, opt_state, ib_state, frozen, batches, steps_):
         def body(carry, xs):
             b, s = xs
             p, o, ib = carry
             p, o, ib, lg = step_fn(p, o, ib, frozen, b, s)
-            return (p, o, ib), {k: lg[k] for k in keys}
+            return (p, o, ib), {k: lg[k] for k in LOG_KEYS}
         (p, o, ib), lg = jax.lax.scan(body, (trainable, opt_state, ib_state), (batches, steps_))
         return p, o, ib, lg
 
-    program = jax.jit(chunk, donate_argnums=(0, 1))
+    return jax.jit(chunk, donate_argnums=(0, 1))
+
+
+def train_phase(c, name, ckpt_dir, graphdef, frozen, trainable, tx, mode, train_data, steps,
+                *, teacher=None, step_offset: int = 0, ib_state=None):
+    """Runs ``steps`` steps of ``make_train_step(mode)`` in checkpointed chunks (a ``lax.scan``
+    per chunk); returns ``(trainable, ib_state, logs)``. ``step_offset`` shifts the data
+    order (the batch of global step t is ``data.batch_at(..., t)``)."""
+    program = make_chunk(mode, c, graphdef, tx, teacher)
+    trainable = jax.tree.map(jnp.copy, trainable)  # the chunks donate it; callers keep theirs
+    ib_state = ib_state if ib_state is not None else controller.ib_init(ib_config(c))
+    keys = LOG_KEYS
+    logs = {k: np.zeros((steps,), np.float32) for k in keys}
 
     def advance(state, logs, s0, n):
         p, o, ib = state
@@ -292,13 +303,15 @@ def train_phase(c, name, ckpt_dir, graphdef, frozen, trainable, tx, mode, train_
     return trainable, ib_state, logs
 
 
-def pretrain_vision(c, train_data, ckpt_dir):
-    """The vision tower pre-trained to classify the 4 digits of a grid; returns its params."""
-    tower = model_lib.VisionTower(int(c.d_v), int(c.vision_layers),
-                                  rngs=nnx.Rngs(int(c.seed) + 1000))
-    graphdef, params = nnx.split(tower, nnx.Param)
-    tx = fp_tx(c, int(c.vision_steps), float(c.vision_lr))
+def vision_tower(c) -> model_lib.VisionTower:
+    """The fresh vision tower that :func:`pretrain_vision` trains."""
+    return model_lib.VisionTower(int(c.d_v), int(c.vision_layers),
+                                 rngs=nnx.Rngs(int(c.seed) + 1000))
 
+
+def make_vision_chunk(graphdef, tx):
+    """The jitted chunk of :func:`pretrain_vision`: ``(params, opt_state, images [n, B, ...],
+    digits [n, B, 4]) -> (params, opt_state, loss [n])``, the batches as arguments."""
     def chunk(p, o, images, digits):
         def body(carry, xs):
             p, o = carry
@@ -312,7 +325,14 @@ def pretrain_vision(c, train_data, ckpt_dir):
         (p, o), loss = jax.lax.scan(body, (p, o), (images, digits))
         return p, o, loss
 
-    program = jax.jit(chunk, donate_argnums=(0, 1))
+    return jax.jit(chunk, donate_argnums=(0, 1))
+
+
+def pretrain_vision(c, train_data, ckpt_dir):
+    """The vision tower pre-trained to classify the 4 digits of a grid; returns its params."""
+    graphdef, params = nnx.split(vision_tower(c), nnx.Param)
+    tx = fp_tx(c, int(c.vision_steps), float(c.vision_lr))
+    program = make_vision_chunk(graphdef, tx)
 
     def advance(state, logs, s0, n):
         bs = [data.batch_at(train_data, int(c.batch), int(c.seed) + 7, s)

@@ -149,6 +149,14 @@ def _train_chunk(graphdef, tx, params, opt_state, tokens, patches, is_patch, las
     return params, opt_state, loss
 
 
+def train_program(graphdef, tx):
+    """jit(params, opt_state, tokens, patches, is_patch, last_idx, targets) -> params,
+    opt_state and losses after the chunk of batches ``[n, B, ...]``; the batches are jit
+    arguments, never closed over (they would be baked into the program as constants)."""
+    return jax.jit(lambda p, o, *b: _train_chunk(graphdef, tx, p, o, *b),
+                   donate_argnums=(0, 1))
+
+
 def checksum(params) -> str:
     """sha256 of the parameters' bytes (the model is frozen during evaluation)."""
     h = hashlib.sha256()
@@ -165,8 +173,7 @@ def train(c, pool, ckpt_dir: str):
     steps = int(c.train_steps)
     logs = {"loss": np.zeros((steps,), np.float32),
             "step_time": np.zeros((-(-steps // int(c.chunk)),), np.float64)}
-    program = jax.jit(lambda p, o, *b: _train_chunk(graphdef, tx, p, o, *b),
-                      donate_argnums=(0, 1))
+    program = train_program(graphdef, tx)
 
     def advance(state, logs, s0, n):
         bs = [train_batch(c, pool, s) for s in range(s0, s0 + n)]

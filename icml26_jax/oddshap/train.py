@@ -101,14 +101,22 @@ class Runner:
     def estimator(self, method, n, m, **extra):
         return _make(method, n, m, self.options(method, **extra))
 
-    def estimates(self, gs, method, m, keys, **extra) -> estimator.OddShapResult:
-        """``OddShapResult`` (host NumPy) with ``[S, E]`` leading axes for keys ``[S]``."""
+    def replicas(self, gs, method, m, keys, **extra) -> tuple:
+        """``(static, key_data, params)`` of one cell's ``map_runs(mesh, _estimate, ...)``:
+        the game's arrays are replica arguments, never constants of the program
+        (``tests/oddshap/test_constants.py``)."""
         s, e = int(keys.shape[0]), int(gs.phi.shape[0])
-        self._n = gs.n
         static = (method, gs.n, m, self.options(method, **extra), gs.game.fn)
         key_data = np.repeat(mesh_lib.to_host(jax.random.key_data(keys)), e, axis=0)
         params = jax.tree.map(lambda a: np.tile(np.asarray(a), (s,) + (1,) * (a.ndim - 1)),
                               gs.game.params)  # replica r = (seed r // E, explicand r % E)
+        return static, key_data, params
+
+    def estimates(self, gs, method, m, keys, **extra) -> estimator.OddShapResult:
+        """``OddShapResult`` (host NumPy) with ``[S, E]`` leading axes for keys ``[S]``."""
+        s, e = int(keys.shape[0]), int(gs.phi.shape[0])
+        self._n = gs.n
+        static, key_data, params = self.replicas(gs, method, m, keys, **extra)
         mesh = mesh_lib.runs_mesh(s * e)
         out = mesh_lib.to_host(mesh_lib.map_runs(mesh, _estimate, static, key_data, params), s * e)
         return jax.tree.map(lambda a: a.reshape(s, e, *a.shape[1:]), out)

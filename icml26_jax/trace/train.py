@@ -87,26 +87,35 @@ def validation_mcc(graphdef, params, val: data.PureData, encode, mesh=None) -> f
     return metrics.mcc(z.reshape(-1, d), np.asarray(val.y, np.float64).reshape(-1, d))
 
 
-def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: data.PureData,
-                key, directory: str, fingerprint: int, name: str):
-    """Trains a :class:`model.TraceVAE` with ``k`` experts on pure-domain data (resumable).
-
-    Returns ``(graphdef, params, curve)`` with ``curve = {"step": [...], "mcc": [...],
-    "loss": [...]}`` (MCC at init and after every chunk of ``eval_every`` steps).
-    """
-    k_init, k_train = jax.random.split(key)
+def init_model(c, k: int, k_init):
+    """``(graphdef, params)`` of a fresh :class:`model.TraceVAE` with ``k`` experts."""
     net = model.TraceVAE(k, c.d, c.lags, c.hidden, c.expert_hidden,
                          rngs=nnx.Rngs(params=k_init))
-    graphdef, params = nnx.split(net, nnx.Param)
-    tx = optim.promotion_safe(optax.adamw(c.lr, b1=0.9, b2=0.999, weight_decay=c.weight_decay))
-    xs = jnp.asarray(_stack_domains(pure, k))  # [K, n, 3, d]
-    m = batch // k
-    encode = jax.jit(lambda p, x: model.encode_mean(graphdef, p, x))
-    mesh = mesh_lib.data_mesh()
+    return nnx.split(net, nnx.Param)
 
-    def one(carry, i):
+
+def make_tx(c) -> optax.GradientTransformation:
+    """AdamW at ``config.lr``, traced under standard dtype promotion (``promotion_safe``)."""
+    return optim.promotion_safe(optax.adamw(c.lr, b1=0.9, b2=0.999,
+                                            weight_decay=c.weight_decay))
+
+
+def encoder(graphdef):
+    """jit(params, x [..., L + 1, d]) -> encoder means."""
+    return jax.jit(lambda p, x: model.encode_mean(graphdef, p, x))
+
+
+def train_programs(c, graphdef, tx, k: int, batch: int, steps: int):
+    """``(chunk, tail)``: jit((params, opt_state), start, xs [K, n, 3, d], key) -> the state
+    after ``eval_every`` steps (``chunk``) or after the ``steps % eval_every`` last ones
+    (``tail``), and their losses. Step i draws ``batch / k`` sequences per domain with
+    ``fold_in(key, i)``. The data and the key are jit arguments: closed over, the data would
+    be baked into the program as a constant that grows with ``n_per_domain``."""
+    m = batch // k
+
+    def one(xs, key, carry, i):
         p, opt = carry
-        k_idx, k_eps = jax.random.split(jax.random.fold_in(k_train, i))
+        k_idx, k_eps = jax.random.split(jax.random.fold_in(key, i))
         idx = jax.random.randint(k_idx, (k, m), 0, xs.shape[1])
         xb = jnp.take_along_axis(xs, idx[:, :, None, None], axis=1)  # [K, m, 3, d]
         (loss, _), g = jax.value_and_grad(model.loss_fn, has_aux=True)(
@@ -115,13 +124,32 @@ def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: dat
         return (optax.apply_updates(p, upd), opt), loss
 
     @functools.partial(jax.jit, donate_argnums=0)
-    def chunk(carry, start):
+    def chunk(carry, start, xs, key):
         n = int(c.eval_every)
-        return jax.lax.scan(one, carry, start + jnp.arange(n))
+        return jax.lax.scan(functools.partial(one, xs, key), carry, start + jnp.arange(n))
 
     @functools.partial(jax.jit, donate_argnums=0)
-    def tail(carry, start):  # the last, shorter chunk (steps not a multiple of eval_every)
-        return jax.lax.scan(one, carry, start + jnp.arange(steps % int(c.eval_every)))
+    def tail(carry, start, xs, key):  # the last, shorter chunk (steps % eval_every)
+        return jax.lax.scan(functools.partial(one, xs, key), carry,
+                            start + jnp.arange(steps % int(c.eval_every)))
+
+    return chunk, tail
+
+
+def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: data.PureData,
+                key, directory: str, fingerprint: int, name: str):
+    """Trains a :class:`model.TraceVAE` with ``k`` experts on pure-domain data (resumable).
+
+    Returns ``(graphdef, params, curve)`` with ``curve = {"step": [...], "mcc": [...],
+    "loss": [...]}`` (MCC at init and after every chunk of ``eval_every`` steps).
+    """
+    k_init, k_train = jax.random.split(key)
+    graphdef, params = init_model(c, k, k_init)
+    tx = make_tx(c)
+    xs = jnp.asarray(_stack_domains(pure, k))  # [K, n, 3, d]
+    encode = encoder(graphdef)
+    mesh = mesh_lib.data_mesh()
+    chunk, tail = train_programs(c, graphdef, tx, k, batch, steps)
 
     n_chunks = -(-steps // int(c.eval_every))
     logs = {"mcc": np.full(n_chunks + 1, np.nan), "loss": np.full(n_chunks + 1, np.nan),
@@ -130,7 +158,8 @@ def train_model(c, k: int, batch: int, steps: int, pure: data.PureData, val: dat
 
     def advance(state, lg, start, n):
         state = jax.tree.map(jnp.asarray, state)  # a host state (fresh or restored)
-        state, losses = (chunk if n == int(c.eval_every) else tail)(state, jnp.int32(start))
+        state, losses = (chunk if n == int(c.eval_every) else tail)(state, jnp.int32(start),
+                                                                    xs, k_train)
         j = -(-(start + n) // int(c.eval_every))
         lg["step"][j] = start + n
         lg["loss"][j] = float(np.mean(np.asarray(losses)))
@@ -219,7 +248,7 @@ def evaluate(c, mp, pure, graphdef, params, active, families, mix_modes, draws,
     the first draw, and the permutation control. ``with_model=False`` evaluates only the
     estimator on true latents and raw observations (no encoder)."""
     T = int(c.T)
-    encode = jax.jit(lambda p, x: model.encode_mean(graphdef, p, x)) if with_model else None
+    encode = encoder(graphdef) if with_model else None
     mesh = mesh_lib.data_mesh()  # sequences of every encoding sharded over every device
     if with_model:
         params = on_mesh(params, mesh)

@@ -168,3 +168,12 @@ def test_largest_constant_finds_closed_over_arrays_in_nested_regions():
     assert testing.largest_constant(lambda x: x + 1, jnp.ones(3, jnp.int8)) == (1, ())
     assert testing._element_bytes("bf16") == 2 and testing._element_bytes("i1") == 1
     assert testing._element_bytes("complex<f64>") == 16
+
+
+def test_assert_no_large_constant_names_the_step_and_the_shape():
+    data = np.zeros((300, 1024), np.float32)  # 1.2 MB > MAX_CONSTANT_BYTES
+    with pytest.raises(AssertionError, match=r"^my step embeds a 1228800-byte constant of shape "
+                       r"\(300, 1024\) \(over 1048576 bytes\)"):
+        testing.assert_no_large_constant("my step", lambda x: x + jnp.asarray(data).sum(), 1.0)
+    assert testing.assert_no_large_constant(
+        "my step", lambda x, d: x + d.sum(), 1.0, jnp.asarray(data)) <= 8

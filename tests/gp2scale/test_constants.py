@@ -1,0 +1,38 @@
+"""No jitted step of the camera fit or its evaluation embeds a large constant: the smoke
+config's data set, pattern and probes, built as ``train.phase_camera`` builds them, travel as
+jit arguments (an array closed over is baked into the program, which then grows with the
+data and recompiles for every new data set). Lowering only, nothing runs."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from icml26_jax.core.testing import MAX_CONSTANT_BYTES, largest_constant
+from icml26_jax.gp2scale import configs, posterior, solvers, sparse_cov, train
+from icml26_jax.gp2scale.fitting import solver_cfg
+
+LIMIT = MAX_CONSTANT_BYTES
+
+
+def _check(name, got):
+    nbytes, shape = got
+    assert nbytes <= LIMIT, f"{name} embeds a {nbytes}-byte constant of shape {shape}"
+
+
+def test_camera_fit_and_evaluation_embed_no_large_constant():
+    c = configs.get_config("smoke")
+    d, lo, hi, theta0, key, probes = train.camera_problem(c)
+    ll = train.AdaptiveLoglik(d.x_train, d.y_train, probes, solver_cfg(c), c.pattern_mode,
+                              hi[1:3])
+    # the chain's likelihood (one proposal's pattern)
+    _check("AdaptiveLoglik.fn", largest_constant(
+        ll.fn, train._wparams(theta0), ll.xj, ll.yj, ll.pattern(theta0[1:3]), ll.probes))
+    # the evaluation: likelihood with num_probes probes, posterior-variance solves
+    p = train._wparams(theta0)
+    xj, yj = jnp.asarray(d.x_train), jnp.asarray(d.y_train)
+    pat = train.neighbors.build_pattern(d.x_train, np.asarray(theta0[1:3]), method="cells")
+    ev_probes = solvers.rademacher(key, len(d.y_train), int(c.num_probes))
+    _check("wendland_loglik (evaluation)", largest_constant(
+        train.wendland_loglik(solver_cfg(c)), p, xj, yj, pat, ev_probes))
+    op = sparse_cov.operator("wendland", p, xj, pat)
+    _check("posterior_var solve", largest_constant(
+        posterior._solver(1e-8, 2000), op, jnp.zeros((len(d.y_train), 256))))
