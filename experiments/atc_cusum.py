@@ -30,7 +30,7 @@ def main(argv):
     import jax
 
     # Prefix sums over 10^4-10^5 samples need float64 (spec, Pitfall 8).
-    jax.config.update("jax_enable_x64", True)
+    common.enable_float64("atc_cusum", "prefix sums over 10^4-10^5 samples")
     from icml26_jax.atc_cusum import train
 
     config = CONFIG.value

@@ -35,7 +35,7 @@ def main(argv):
     import jax
 
     # The Shapley regression, spectra and exact ground truth are float64 (spec §Pitfalls).
-    jax.config.update("jax_enable_x64", True)
+    common.enable_float64("oddshap", "the Shapley regression, spectra and exact ground truth")
     from icml26_jax.oddshap import configs, train
 
     config = CONFIG.value

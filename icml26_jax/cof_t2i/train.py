@@ -104,7 +104,7 @@ def _fit_ae(c, model, loss_fn, data: np.ndarray, workdir: str, stage: str, salt:
     def advance(carry, lg, start, n):
         # jax.device_put: the carry is the host copy of the previous chunk (see below).
         carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
-                                              (data,))
+                                              (data,), convolutional=True)
         lg["loss"][start:start + n] = losses
         # Every process trains the same AE on its first device; the checkpointed state is a
         # host copy (orbax writes it from process 0).
@@ -249,7 +249,7 @@ def train_arm(c, name: str, latents, text_ids, workdir: str):
     def advance(carry, lg, start, n):
         t0 = time.time()
         carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
-                                              (latents, text_ids))
+                                              (latents, text_ids), convolutional=False)
         lg["loss"][start:start + n] = losses
         lg["step_s"] = np.asarray((time.time() - t0) / n)  # of the latest chunk
         return jax.device_get(carry), f"loss {float(np.mean(lg['loss'][start:start + n])):.4f}"

@@ -88,6 +88,36 @@ def require_positive_ints(config, names) -> None:
             raise ValueError(f"--config.{name} must be a positive integer, got {v!r}")
 
 
+TPU_FLOAT64_ENV = "ICML26_ALLOW_TPU_FLOAT64"
+
+
+def enable_float64(paper: str, why: str, backend: str | None = None) -> None:
+    """Turns on ``jax_enable_x64`` for a paper whose numerics need float64 (call it in
+    ``main`` after :func:`setup`, before any compute).
+
+    TPUs have no float64 units: XLA emulates it in software, far slower than float32, and a
+    run would not say so. On a TPU backend this raises ``ValueError`` (one ``error:`` line
+    from :func:`run`) naming the paper, the reason and the ways out, unless the environment
+    variable ``ICML26_ALLOW_TPU_FLOAT64=1`` accepts the emulation.
+
+    Args:
+      paper: the paper's slug, for the message.
+      why: what needs float64, for the message.
+      backend: the backend to judge (default ``jax.default_backend()``).
+    """
+    import os
+
+    import jax
+
+    backend = backend or jax.default_backend()
+    if backend == "tpu" and os.environ.get(TPU_FLOAT64_ENV) != "1":
+        raise ValueError(
+            f"{paper} needs float64 ({why}), which TPUs only emulate in software; run it on "
+            f"CPU or GPU (JAX_PLATFORMS=cpu or cuda), or set {TPU_FLOAT64_ENV}=1 to accept "
+            "the slow emulation")
+    jax.config.update("jax_enable_x64", True)
+
+
 def _fail(message: str):
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)

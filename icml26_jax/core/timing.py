@@ -21,3 +21,41 @@ def median_seconds(fn, *args, repeats: int, warmup: int = 1) -> float:
         jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+# Planning model of one H100 for the ``gpu`` config variants (issue 43). Effective float32
+# throughput: XLA's default precision runs float32 matmuls as TF32 on Hopper (~495 TFLOP/s
+# dense peak), and the models here are small (d_model <= 512), whose steps reach a few
+# percent of peak; 25 TFLOP/s (~5%) is the planning figure. Each step also pays a fixed
+# cost for its ~100-300 kernel launches and the optimizer update, taken as 2 ms. Both are
+# assumptions until a run on the accelerator replaces them (the paper READMEs say which).
+H100_EFFECTIVE_FLOPS = 25e12
+H100_STEP_OVERHEAD_S = 2e-3
+
+
+def step_flops(fn, *args, **kwargs) -> float:
+    """FLOPs of one call of ``jax.jit(fn)(*args)`` from XLA's cost analysis of the lowered
+    program (nothing is compiled or run).
+
+    The body of a ``lax.scan`` or ``while_loop`` is counted once, not once per iteration: pass
+    the function of a single training step (vmapped over replicas if they run together), not
+    a chunk of scanned steps.
+
+    Raises:
+      ValueError: the backend gives no cost analysis or no ``flops`` entry.
+    """
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    cost = jitted.lower(*args, **kwargs).cost_analysis()
+    if isinstance(cost, (list, tuple)):  # older jaxlibs return one dict per program
+        cost = cost[0] if cost else None
+    if not cost or "flops" not in cost:
+        raise ValueError(f"no FLOP count in the cost analysis of {fn!r}: {cost!r}")
+    return float(cost["flops"])
+
+
+def h100_seconds(flops_per_step: float, steps: int) -> float:
+    """Planned wall seconds of ``steps`` steps of ``flops_per_step`` each on one H100:
+    ``steps * (flops_per_step / H100_EFFECTIVE_FLOPS + H100_STEP_OVERHEAD_S)``."""
+    if flops_per_step < 0 or steps < 0:
+        raise ValueError(f"flops_per_step and steps must be >= 0, got {flops_per_step}, {steps}")
+    return float(steps) * (float(flops_per_step) / H100_EFFECTIVE_FLOPS + H100_STEP_OVERHEAD_S)

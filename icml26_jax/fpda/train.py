@@ -139,7 +139,7 @@ def train_net(c, name: str, train: data_lib.Split, workdir: str):
     def advance(carry, lg, start, n):
         # jax.device_put: the carry is the host copy of the previous chunk (see below).
         carry, losses = checkpoint.steps_loop(one, jax.device_put(carry), start, n, "loss",
-                                              args)
+                                              args, convolutional=True)
         lg["loss"][start:start + n] = losses
         # Every process trains the same network on its first device; the checkpointed
         # state is a host copy (orbax writes it from process 0).
@@ -311,7 +311,7 @@ def train_dapo(c, det: Detector, train: data_lib.Split, workdir: str):
 
     def advance(carry, lg, start, n):
         carry, out = checkpoint.steps_loop(one, jax.device_put(carry), start, n, names,
-                                           args)
+                                           args, convolutional=True)
         for k in names:
             lg[k][start:start + n] = out[k]
         msg = (f"reward {float(lg['reward'][start:start + n].mean()):.4f} entropy "

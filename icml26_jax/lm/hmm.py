@@ -21,29 +21,38 @@ Lower concentrations give a more learnable language with a wider gap between the
 model and the floor. In all of these the conditional entropy ``H(x_t | x_<t)`` reaches the
 entropy rate within about 4-8 tokens (:func:`conditional_entropy_by_position`).
 
-Everything here is NumPy (float64): it generates data and evaluates the NLL floor on the
-host; nothing is jitted.
+The model, the exact likelihood and the entropy rate are NumPy (float64), on the host.
+Training batches are drawn on the device by :func:`sample_jax` (``jax.random`` and
+``lax.scan``, jittable with the model as an argument), so a training step can generate its own
+batch from ``(key, step)`` with no host work; :func:`sample` is its NumPy counterpart for fixed
+evaluation sets.
 
 Usage::
 
     hmm = make_hmm(32, 64, seed=0)
-    tokens = sample(hmm, num_seqs=128, length=256, seed=1)     # [128, 256] int32
+    tokens = sample(hmm, num_seqs=128, length=256, seed=1)     # [128, 256] int32, NumPy
+    batch = sample_jax(jax.random.key(1), device_hmm(hmm), 128, 256)   # on the device
     floor = entropy_rate(hmm)                                  # nats/token
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
     "HMM",
     "conditional_entropy_by_position",
+    "device_hmm",
     "entropy_rate",
     "log_likelihood",
     "make_hmm",
     "sample",
+    "sample_jax",
     "stationary_distribution",
     "token_marginal",
     "unigram_entropy",
@@ -222,6 +231,83 @@ def sample(hmm: HMM, num_seqs: int, length: int, *, seed: int) -> np.ndarray:
         if t + 1 < length:
             z = _categorical(trans_cdf[z], rng.random(num_seqs))
     return tokens
+
+
+def device_hmm(hmm: HMM) -> HMM:
+    """The model as float32 device arrays, the form :func:`sample_jax` takes (pass it to a
+    jitted function as an argument so its program does not embed the matrices)."""
+    _check_hmm(hmm)
+    return HMM(*(jnp.asarray(np.asarray(a, np.float64), jnp.float32) for a in hmm))
+
+
+def sample_jax(key, hmm: HMM, num_seqs: int, length: int, *, return_states: bool = False):
+    """Token sequences of the HMM drawn on the device: the JAX counterpart of :func:`sample`.
+
+    The hidden chain advances one position per ``lax.scan`` step, every sequence at once,
+    and the emissions are then drawn for all positions together; position ``t`` draws with
+    keys folded from ``t``, so the first ``l`` positions do not depend on ``length >= l`` (as
+    in :func:`sample`). Draws invert the cumulative rows (one uniform each), capped at each
+    row's last nonzero entry, so a zero-probability state or token is never drawn.
+    Traceable: call it inside a jitted training step with ``hmm`` an argument (see
+    :func:`device_hmm`); ``num_seqs`` and ``length`` are static. The draws differ from
+    :func:`sample`'s (different generators); the distribution is the same.
+
+    Args:
+      key: a ``jax.random`` key.
+      hmm: the model (NumPy or JAX arrays; float32 is enough for sampling).
+      num_seqs: number of sequences ``N >= 1``.
+      length: tokens per sequence ``L >= 1``.
+      return_states: also return the hidden states.
+
+    Returns:
+      ``[N, L]`` int32 tokens in ``[0, V)``; with ``return_states``, ``(tokens, states)``
+      with ``states`` ``[N, L]`` int32 in ``[0, S)``.
+    """
+    num_seqs = _check_int("num_seqs", num_seqs, 1)
+    length = _check_int("length", length, 1)
+    init, trans, emit = (jnp.asarray(a) for a in hmm)
+    if init.ndim != 1 or trans.shape != (init.shape[0],) * 2 or emit.ndim != 2 \
+            or emit.shape[0] != init.shape[0]:
+        raise ValueError(f"hmm must have init [S], trans [S, S], emit [S, V], got shapes "
+                         f"{init.shape}, {trans.shape}, {emit.shape}")
+    return _sample_jax(key, init, trans, emit, num_seqs, length, return_states)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _sample_jax(key, init, trans, emit, num_seqs, length, return_states):
+    init, trans, emit = (a.astype(jnp.float32) for a in (init, trans, emit))
+    k_init, k_pos, k_emit = jax.random.split(key, 3)
+    # Inverse-CDF draws, one uniform each (a Gumbel-max draw would need S or V of them).
+    z0 = _categorical_jax(jnp.cumsum(init)[None], jax.random.uniform(k_init, (num_seqs,)))
+    trans_cdf, trans_last = jnp.cumsum(trans, axis=1), _last_positive(trans)
+
+    def position(z, t):
+        u = jax.random.uniform(jax.random.fold_in(k_pos, t), (num_seqs,))
+        z_next = jnp.minimum(_categorical_jax(trans_cdf[z], u), trans_last[z])
+        return z_next, z
+
+    _, zs = jax.lax.scan(position, z0, jnp.arange(length, dtype=jnp.int32))
+    zs = zs.T  # [N, L]
+    # Emissions given the path are independent: drawn for all positions at once; position
+    # t's uniforms come from its own key, so prefixes do not depend on ``length``.
+    u = jax.vmap(lambda t: jax.random.uniform(jax.random.fold_in(k_emit, t), (num_seqs,)),
+                 out_axes=1)(jnp.arange(length, dtype=jnp.int32))
+    xs = jnp.minimum(_categorical_jax(jnp.cumsum(emit, axis=1)[zs], u), _last_positive(emit)[zs])
+    if return_states:
+        return xs, zs
+    return xs
+
+
+def _categorical_jax(cdf, u):
+    """Inverse-CDF draws (as :func:`_categorical`): ``cdf [..., K]``, ``u [...]`` in [0, 1)."""
+    return jnp.sum(cdf <= (u * cdf[..., -1])[..., None], axis=-1, dtype=jnp.int32)
+
+
+def _last_positive(p):
+    """``[rows]`` index of each row's last nonzero entry: caps an inverse-CDF draw, so a
+    float32 ``u * total`` that rounds up to ``total`` cannot land on trailing zeros."""
+    k = p.shape[-1]
+    return (k - 1 - jnp.argmax(p[..., ::-1] > 0, axis=-1)).astype(jnp.int32)
 
 
 def log_likelihood(hmm: HMM, tokens) -> np.ndarray:

@@ -173,3 +173,38 @@ def test_run_chunks_refuses_another_config(tmp_path):
     with pytest.raises(ValueError, match="chunk >= 1"):
         checkpoint.run_chunks(tmp_path / "x", fingerprint=0, state={}, logs={}, steps=3,
                               chunk=0, advance=None)
+
+
+def test_per_step_dispatch_only_for_convolutions_on_cpu():
+    assert checkpoint.per_step_dispatch(True, "cpu")
+    assert not checkpoint.per_step_dispatch(False, "cpu")
+    assert not checkpoint.per_step_dispatch(True, "gpu")
+    assert not checkpoint.per_step_dispatch(True, "tpu")
+
+
+@pytest.mark.parametrize("keys", ["loss", ("loss", "norm")])
+def test_steps_loop_scanned_chunk_equals_per_step_dispatch(monkeypatch, keys):
+    data = jax.numpy.asarray(np.random.default_rng(0).normal(size=(16, 4)), jax.numpy.float32)
+
+    @jax.jit
+    def one(w, i, x):
+        row = x[i % x.shape[0]]
+        g = jax.grad(lambda w: jax.numpy.sum((w * row - 1.0) ** 2))(w)
+        w = w - 0.1 * g
+        return w, {"loss": jax.numpy.sum(g ** 2), "norm": jax.numpy.linalg.norm(w)}
+
+    out = []
+    for conv in (True, False):  # on the test's CPU backend: per-step, then scanned
+        w, logs = checkpoint.steps_loop(one, jax.numpy.ones(4), 3, 5, keys, (data,),
+                                        convolutional=conv)
+        out.append((np.asarray(w), logs))
+    (w_loop, l_loop), (w_scan, l_scan) = out
+    np.testing.assert_allclose(w_scan, w_loop, rtol=1e-6)
+    for k in ((keys,) if isinstance(keys, str) else keys):
+        got, want = (l[k] if isinstance(keys, tuple) else l for l in (l_scan, l_loop))
+        assert got.shape == want.shape == (5,)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # Steps 3..7 ran: a loop started at 0 differs (the rows are indexed by the step).
+    w0, _ = checkpoint.steps_loop(one, jax.numpy.ones(4), 0, 5, "loss", (data,),
+                                  convolutional=False)
+    assert not np.allclose(np.asarray(w0), w_scan)

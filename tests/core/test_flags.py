@@ -36,3 +36,24 @@ def test_run_seeds_runs_every_seed_in_its_workdir_and_writes_the_summary(tmp_pat
         s = json.load(f)
     assert s["seeds"] == [3, 5] and s["claims"][0]["holds_on"] == 1
     assert s["metrics"]["acc"]["values"] == [6.0, 10.0]
+
+
+def test_enable_float64_refuses_a_tpu_unless_the_emulation_is_accepted(monkeypatch):
+    import jax
+    import pytest
+
+    from icml26_jax.core import flags as common
+
+    monkeypatch.delenv(common.TPU_FLOAT64_ENV, raising=False)
+    with pytest.raises(ValueError, match=r"gp2scale needs float64 \(CG\).*JAX_PLATFORMS=cpu"):
+        common.enable_float64("gp2scale", "CG", backend="tpu")
+    assert not jax.config.jax_enable_x64  # refused before turning anything on
+    try:
+        common.enable_float64("gp2scale", "CG", backend="cpu")
+        assert jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", False)
+        monkeypatch.setenv(common.TPU_FLOAT64_ENV, "1")
+        common.enable_float64("gp2scale", "CG", backend="tpu")
+        assert jax.config.jax_enable_x64
+    finally:
+        jax.config.update("jax_enable_x64", False)
