@@ -108,25 +108,53 @@ def make_tx(c):
     return promotion_safe(optax.adamw(sched, weight_decay=float(c.weight_decay)))
 
 
-def train_batch(c, pool, step: int) -> tuple[data.Batch, np.ndarray]:
-    """Training batch ``step``: every episode with its own N (from ``train_n``), skewed
-    ground-truth position, random or adversarial distractors; padded to T_MAX. Returns the
-    batch and the answer token ids [B]."""
-    rng = np.random.default_rng((int(c.seed), int(step)))
-    B = int(c.batch)
-    ns = rng.choice(as_tuple(c.train_n, int), size=B)
-    adv = rng.random(B) < float(c.train_adversarial_frac)
-    parts, targets = [], []
-    for n in np.unique(ns):
-        for mode, sel in (("random", ~adv), ("adversarial", adv)):
-            k = int(np.sum((ns == n) & sel))
-            if k:
-                ep = data.make_episodes(pool, "train", int(n), k, mode,
-                                        data.position_probs(int(n), c.pos_skew), rng)
-                parts.append(data.tokenize(ep))
-                targets.append(data.INDEX0 + ep.gt)
-    cat = lambda i: np.concatenate([p[i] for p in parts])  # noqa: E731
-    return data.Batch(cat(0), cat(1), cat(2), cat(3), None), np.concatenate(targets)
+def train_batches(c, pool, s0: int, n: int, tables: data.SplitTables | None = None
+                  ) -> tuple[np.ndarray, ...]:
+    """Training batches of steps ``s0 .. s0 + n - 1``, stacked: tokens [n, B, T_MAX],
+    patches [n, B, T_MAX, 16], is_patch [n, B, T_MAX], last_idx [n, B] and the answer token
+    ids [n, B].
+
+    Step s draws from ``default_rng((seed, s))``: every episode's N (from ``train_n``) and
+    mode (adversarial with probability ``train_adversarial_frac``), then, group by group in
+    order of (N, random before adversarial), the episodes of ``data.make_episodes`` with the
+    skewed ground-truth positions. Only the generator calls run per step and group
+    (``data.draw_episodes``, the same draws ``make_episodes`` makes); the episodes and their
+    tokens are built for all ``n`` steps at once. Equal, array for array, to stacking the
+    per-step ``make_episodes`` batches (tests/lad/test_data.py).
+
+    Args:
+      c: the config.
+      pool: the digits.
+      s0, n: the first step and the number of steps.
+      tables: ``data.split_tables(pool, "train")``, built here if not given (build it once).
+    """
+    tables = data.split_tables(pool, "train") if tables is None else tables
+    B, frac = int(c.batch), float(c.train_adversarial_frac)
+    train_n = as_tuple(c.train_n, int)
+    probs = {k: data.position_probs(k, c.pos_skew) for k in set(train_n)}
+    n_cand = np.empty((n, B), np.int64)
+    adv = np.empty((n, B), bool)
+    gts = np.empty((n, B), np.int64)
+    anchors = np.empty((n, B), np.int64)
+    draws = np.zeros((n, B, data.MAX_DRAWS), np.int64)
+    for i in range(n):
+        rng = np.random.default_rng((int(c.seed), s0 + i))
+        ns = rng.choice(train_n, size=B)
+        a = rng.random(B) < frac
+        # make_episodes' call order: N ascending, random before adversarial.
+        order = np.argsort(2 * ns + a, kind="stable")
+        n_cand[i], adv[i] = ns[order], a[order]
+        starts = np.flatnonzero(np.diff(2 * n_cand[i] + adv[i], prepend=-1))
+        for lo, hi in zip(starts, list(starts[1:]) + [B]):
+            k, mode = int(n_cand[i, lo]), data.MODES[int(adv[i, lo])]
+            g, an, d = data.draw_episodes(rng, tables, k, hi - lo, mode, probs[k])
+            gts[i, lo:hi], anchors[i, lo:hi], draws[i, lo:hi, :d.shape[1]] = g, an, d
+    flat = lambda x: x.reshape((n * B,) + x.shape[2:])  # noqa: E731
+    ep = data.episodes_from_draws(pool, tables, flat(n_cand), flat(adv), flat(gts),
+                                  flat(anchors), flat(draws))
+    b = data.tokenize_mixed(ep, flat(n_cand))
+    out = (b.tokens, b.patches, b.is_patch, b.last_idx, data.INDEX0 + ep.gt)
+    return tuple(x.reshape((n, B) + x.shape[1:]) for x in out)
 
 
 def _train_chunk(graphdef, tx, params, opt_state, tokens, patches, is_patch, last_idx,
@@ -174,11 +202,10 @@ def train(c, pool, ckpt_dir: str):
     logs = {"loss": np.zeros((steps,), np.float32),
             "step_time": np.zeros((-(-steps // int(c.chunk)),), np.float64)}
     program = train_program(graphdef, tx)
+    tables = data.split_tables(pool, "train")
 
     def advance(state, logs, s0, n):
-        bs = [train_batch(c, pool, s) for s in range(s0, s0 + n)]
-        stack = [np.stack([b[0][i] for b in bs]) for i in range(4)] + [
-            np.stack([b[1] for b in bs])]
+        stack = train_batches(c, pool, s0, n, tables)
         t0 = time.perf_counter()
         p, o, loss = program(*jax.device_put(state), *stack)  # host copy: see below
         loss = np.asarray(loss)

@@ -17,9 +17,7 @@ def test_train_and_eval_programs_embed_no_large_constant():
     # has the shape of batch 0; repeating it keeps the test fast, the program is the same).
     graphdef, params = train.build(c)
     tx = train.make_tx(c)
-    bs = [train.train_batch(c, pool, 0)] * int(c.chunk)
-    stack = [np.stack([b[0][i] for b in bs]) for i in range(4)] + [
-        np.stack([b[1] for b in bs])]
+    stack = [np.repeat(x, int(c.chunk), 0) for x in train.train_batches(c, pool, 0, 1)]
     _check("train_program", train.train_program(graphdef, tx), params, tx.init(params),
            *stack)
     # Evaluation: the scorer's program on the test episodes of the first setting.
