@@ -288,9 +288,10 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
       args: frozen per-replica inputs stacked [R, ...] (critics, flows, scales), or None.
       one: ``one(state_r, args_r, key_r, step) -> (state_r, logs_r)``, one replica's step
         (``one(inner, state_r, ...)`` when ``inner`` is given); ``logs_r`` a dict of arrays
-        (scalars, or [E] for an inner sweep). ``one`` may close over replicated data (a
-        dataset); a module-level ``one`` with its constants in ``inner`` (hashable) shares
-        its compiled program between calls.
+        (scalars, or [E] for an inner sweep). Data (a dataset) goes in ``args``, never in
+        a closure, which would bake it into the program as a constant; a module-level
+        ``one`` with its constants in ``inner`` (hashable) shares its compiled program
+        between calls.
       seed_keys: [R] typed keys; step ``i`` of replica ``r`` draws from
         ``fold_in(seed_keys[r], i)``.
       steps, chunk, directory, fingerprint, name: as in :func:`run_chunks`.
@@ -316,6 +317,9 @@ def seed_loop(state, args, one, seed_keys, *, steps: int, chunk: int, directory:
     shapes = jax.eval_shape(lambda st, a: step(st, a, seed_keys[0], jnp.int32(0))[1],
                             jax.tree.map(first, state), jax.tree.map(first, args))
     logs = {k: np.zeros((int(steps), R) + v.shape, np.float32) for k, v in shapes.items()}
+
+    # Placed on the mesh once: every chunk reuses them without another host-to-device copy.
+    args = mesh_lib.place_runs(mesh, args)
 
     def advance(st, lg, start, n):
         st, out = mesh_lib.map_runs(mesh, _scan_replica, (one, inner, n), st, args, key_data,

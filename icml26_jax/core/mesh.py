@@ -139,19 +139,31 @@ def map_runs(mesh: Mesh, fn, static, *args):
         raise ValueError(f"map_runs: every argument needs the same leading size (or that size "
                          f"padded to {total} by an earlier call), got {sorted(sizes)}")
 
-    def place(a):
-        if (np.shape(a)[0] == total and isinstance(a, jax.Array)
-                and getattr(a.sharding, "mesh", None) == mesh
-                and tuple(a.sharding.spec)[:1] == (RUNS,)):
-            return a
-        if isinstance(a, jax.Array) and not a.is_fully_addressable:
-            raise ValueError("map_runs: a multi-process argument must come from map_runs on "
-                             "the same mesh")
-        return shard_leading(pad_leading(jax.device_get(a), total), mesh, RUNS)
-
-    placed = jax.tree.map(place, args)
+    placed = jax.tree.map(lambda a: _place(a, mesh, total), args)
     with jax.set_mesh(mesh):
         return _map_runs(mesh, fn, static, *placed)
+
+
+def place_runs(mesh: Mesh, tree):
+    """``tree``'s arrays (leading replica axis ``n``) padded and sharded over ``RUNS`` as
+    :func:`map_runs` places them, once: inputs that every chunk of a loop reuses (a dataset,
+    frozen networks) then cross to the devices once instead of at every call."""
+    leaves = jax.tree.leaves(tree)
+    if not leaves:
+        return tree
+    total = padded_size(min(np.shape(a)[0] for a in leaves), mesh)
+    return jax.tree.map(lambda a: _place(a, mesh, total), tree)
+
+
+def _place(a, mesh: Mesh, total: int):
+    if (np.shape(a)[0] == total and isinstance(a, jax.Array)
+            and getattr(a.sharding, "mesh", None) == mesh
+            and tuple(a.sharding.spec)[:1] == (RUNS,)):
+        return a
+    if isinstance(a, jax.Array) and not a.is_fully_addressable:
+        raise ValueError("map_runs: a multi-process argument must come from map_runs on "
+                         "the same mesh")
+    return shard_leading(pad_leading(jax.device_get(a), total), mesh, RUNS)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))

@@ -382,6 +382,26 @@ def evaluate_policies(c, models: Models, pol: dict) -> tuple[dict, dict, jax.Arr
     return methods, paths, avoid
 
 
+def candidate_stats(graphdefs):
+    """``fn(rp, fp, up, cp, eps, s, z0)``, jitted: one seed's refiner ``rp`` at budget ``eps``
+    on states ``s`` [n, O] from latents ``z0`` [n, A] (arguments, not constants of the
+    program): the mean latent shift, the mean -log pi_unweighted (flow params ``up``) of the
+    candidates refined through flow ``fp``, their mean Q_h and Q_r.
+    ``graphdefs = (refiner, flow, critics)``."""
+    rg, fg, cg = graphdefs
+
+    @jax.jit
+    def one(rp, fp, up, cp, eps, s, z0):
+        ref, flow, uflow = nnx.merge(rg, rp), nnx.merge(fg, fp), nnx.merge(fg, up)
+        z2, aux = refine(ref.g_h, ref.g_r, s, z0, eps / 2, eps / 2)
+        a = flow(z2, s)
+        qh, qr, _ = critics.q_values(cg, cp, s, a)
+        return (jnp.mean(aux["shift_norm"]), -jnp.mean(uflow.log_prob(a, s)), jnp.mean(qh),
+                jnp.mean(qr))
+
+    return one
+
+
 def budget_diagnostics(c, models: Models, n: int = 2048) -> dict:
     """What each budget of the sweep does before selection, on ``n`` dataset states: the mean
     latent shift ||z2 - z0|| of the trained refiner, and the mean -log pi_unweighted of the
@@ -394,23 +414,14 @@ def budget_diagnostics(c, models: Models, n: int = 2048) -> dict:
     obs = models.data["observations"]
     s = obs[jax.random.randint(k_s, (n,), 0, obs.shape[0])]
     z0 = jax.random.normal(k_z, (n, 2), jnp.float32)
-
-    @jax.jit
-    def one(rp, fp, up, cp, eps):
-        ref, flow, uflow = nnx.merge(rg, rp), nnx.merge(fg, fp), nnx.merge(fg, up)
-        z2, aux = refine(ref.g_h, ref.g_r, s, z0, eps / 2, eps / 2)
-        a = flow(z2, s)
-        qh, qr, _ = critics.q_values(cg, cp, s, a)
-        return (jnp.mean(aux["shift_norm"]), -jnp.mean(uflow.log_prob(a, s)), jnp.mean(qh),
-                jnp.mean(qr))
-
+    one = candidate_stats((rg, fg, cg))
     names = ("latent_shift", "candidate_ood_nll", "candidate_qh", "candidate_qr")
     eps = jnp.asarray([float(x) for x in c.eps_sweep], jnp.float32)
     # seeds x budgets in one call: vmap over seeds of a vmap over the sweep's refiners
-    vals = jax.vmap(jax.vmap(one, in_axes=(0, None, None, None, 0)),
-                    in_axes=(0, 0, 0, 0, None))(
+    vals = jax.vmap(jax.vmap(one, in_axes=(0, None, None, None, 0, None, None)),
+                    in_axes=(0, 0, 0, 0, None, None, None))(
         jax.tree.map(lambda x: x[:, :len(eps)], rparams), fparams, models.flow_unweighted,
-        cstate.params, eps)  # each [S, E]
+        cstate.params, eps, s, z0)  # each [S, E]
     return {k: np.asarray(v, np.float64).mean(0).tolist() for k, v in zip(names, vals)}
 
 

@@ -135,6 +135,28 @@ def test_map_runs_pads_any_replica_count(n):
     np.testing.assert_allclose(again[0], want2[0], rtol=1e-6)
 
 
+def test_place_runs_places_once_and_map_runs_reuses_the_placed_arrays():
+    mesh = mesh_lib.runs_mesh(5)
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(5, 4)).astype(np.float32)
+    data = {"x": rng.normal(size=(5, 2)).astype(np.float32)}
+    placed = mesh_lib.place_runs(mesh, data)
+    assert placed["x"].shape == (mesh_lib.padded_size(5, mesh), 2)
+    assert placed["x"].sharding.spec[0] == RUNS
+    # Already placed: map_runs passes it through (no new host-to-device copy)...
+    assert mesh_lib._place(placed["x"], mesh, placed["x"].shape[0]) is placed["x"]
+    assert mesh_lib.place_runs(mesh, placed)["x"] is placed["x"]
+    # ...and computes what the host arrays give.
+    got = mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine_dict, 1.5, a, placed), 5)
+    want = mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine_dict, 1.5, a, data), 5)
+    jax.tree.map(np.testing.assert_array_equal, got, want)
+    assert mesh_lib.place_runs(mesh, None) is None
+
+
+def _affine_dict(scale, a, d):
+    return _affine(scale, a, d["x"])
+
+
 def test_map_runs_rejects_mismatched_sizes():
     mesh = mesh_lib.runs_mesh()
     with pytest.raises(ValueError, match="same leading size"):
