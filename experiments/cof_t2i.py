@@ -28,7 +28,7 @@ COMMON = common.define_flags("cof_t2i")
 # a DATA mesh instead (the tests check the sharded loss against the unsharded one).
 flags.FLAGS.set_default("num_cpu_devices", 1)
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke).")
+                                         "after ':', one of default, smoke, gpu).")
 
 
 def main(argv):

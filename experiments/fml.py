@@ -24,7 +24,7 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "icml26_jax", "fml", "configs.py")
 COMMON = common.define_flags("fml")
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke).")
+                                         "after ':', one of default, smoke, gpu).")
 
 
 def main(argv):

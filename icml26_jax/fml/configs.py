@@ -1,5 +1,5 @@
-"""Configurations of the FML experiment: ``default`` (<= 9 min on 2 CPU cores) and ``smoke``
-(< 60 s).
+"""Configurations of the FML experiment: ``default`` (<= 9 min on 2 CPU cores), ``smoke``
+(< 60 s) and ``gpu`` (the paper's rounds and local epochs, 9 seeds; <= 20 min on one H100).
 
 Use as ``--config=icml26_jax/fml/configs.py:default`` and override any field, e.g.
 ``--config.methods=fedavg,fml``, ``--config.rounds=100``, ``--config.k_m=8``,
@@ -17,7 +17,7 @@ import ml_collections
 from icml26_jax.core import flags
 from icml26_jax.fml import domains
 
-VARIANTS = ("default", "smoke")
+VARIANTS = ("default", "smoke", "gpu")
 METHODS = ("fedavg", "fedprox", "fedproto", "fpl", "fml", "fml_k1", "fml_no_mml")
 DOMAINS = tuple(domains.DOMAINS)
 COMPRESSIONS = ("kmeans", "pca")
@@ -81,6 +81,19 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
         c.num_seeds = 1
         c.rounds = 10
         c.eval_every = 2
+    if variant == "gpu":
+        # One H100, <= 20 min by core.timing's planning model (README "On an accelerator").
+        # The README's default run finds FML ahead of every baseline by about one point, within
+        # the 1-2-point seed noise, after 40 rounds x 5 epochs of an 80k-parameter CNN on 100
+        # images per client; this moves toward the paper's protocol and resolves the noise.
+        c.rounds = 100  # the paper's 100 rounds (final accuracy: rounds 90, 95, 100)
+        c.local_epochs = 10  # ... of 10 local epochs
+        c.per_client = 110  # 11 per class: the most the stratified split allows (pool: 119 9s)
+        c.channels = (64, 128)  # 4x wider CNN (1.16 M parameters), toward the paper's ResNet-10
+        c.hidden = 512  # 4x, with the channels
+        # Three whole runs of 3 vmapped seeds (0-8): each run's claims keep the spec's
+        # "2 of 3 seeds" reading, and the summary has 9 seeds against the 1-2-point noise.
+        c.seeds = (0, 3, 6)
     return c
 
 
