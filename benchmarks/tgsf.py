@@ -23,6 +23,7 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -112,10 +113,10 @@ def bench_feedforward(c, clips: int, fit_steps: int, repeats: int, ff_workdir: s
     kinds, groups = kinds[:clips], groups[:clips]
     test = ff.make_clips(kinds, ff.TEST_SEED0, "test", size)
     one = jax.tree.map(lambda x: x[0], test.inputs)
-    infer = jax.jit(lambda p, x: ff.predict(graphdef, p, x))
+    infer = functools.partial(ff.predict_jit, graphdef)  # run_e3's compiled forward
     infer_ms = 1e3 * timing.median_seconds(infer, params, one, repeats=repeats)
     arm = fit.make_arm(2, True, "decoupled")
-    rgb_ff = ff.render_queries(graphdef, params, arm, test)
+    rgb_ff = ff.render_queries_jit(graphdef, params, arm, test)  # as run_e3 renders
     ff_scores = ff.score(rgb_ff, test, groups)
     # Per-scene fitting of the same clips (their three input frames), all clips vmapped.
     kf = (0, 1, 2)

@@ -4,6 +4,7 @@ synthetic tasks and on real series that statsmodels ships.
 
     python experiments/baguan_ts.py --workdir=runs/baguan_ts
     python experiments/baguan_ts.py --config=icml26_jax/baguan_ts/configs.py:smoke
+    python experiments/baguan_ts.py --config=icml26_jax/baguan_ts/configs.py:gpu   # accelerator
     python experiments/baguan_ts.py --config.seeds=0,1,2 --workdir=runs/baguan_ts3
     python experiments/baguan_ts.py --config.rag=recent --config.K=4 --config.mF=2
 """
@@ -22,7 +23,7 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "icml26_jax", "baguan_ts", "configs.py")
 COMMON = common.define_flags("baguan_ts")
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke).")
+                                         "after ':', one of default, smoke, gpu).")
 
 
 def main(argv):

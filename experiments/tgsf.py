@@ -7,6 +7,7 @@ ray-cast scenes textured with real photos.
     python experiments/tgsf.py --workdir=runs/tgsf                       # E1 + E2
     python experiments/tgsf.py --config=icml26_jax/tgsf/configs.py:feedforward --workdir=runs/tgsf_ff
     python experiments/tgsf.py --config=icml26_jax/tgsf/configs.py:smoke
+    python experiments/tgsf.py --config=icml26_jax/tgsf/configs.py:gpu --workdir=runs/tgsf_gpu
     python experiments/tgsf.py --config.scenes=S1,S2 --config.orders=0,1,2 --config.steps=1600
     python experiments/tgsf.py --config.seeds=0,1,2 --workdir=runs/tgsf_seeds
 """
@@ -26,7 +27,7 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 COMMON = common.define_flags("tgsf")
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
                                          "after ':', one of default, smoke, feedforward, "
-                                         "full).")
+                                         "full, gpu).")
 
 
 def main(argv):

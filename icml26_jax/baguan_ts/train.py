@@ -202,11 +202,16 @@ def train_stage(c, name, workdir, bank, params, graphdef, *, steps, trunk, co_in
 
     def advance(state, logs, s0, n):
         p, o = state
+        chunk_losses = []  # on device: the steps dispatch without waiting for the host
         for s in range(s0, s0 + n):
+            # H and mode are static (shapes), so a chunk is a sequence of dispatched steps,
+            # not one scanned program.
             H, mode = step_plan(c, s, trunk)
             p, o, lv = train_step(graphdef, p, o, bank, jax.random.fold_in(key_base, s),
                                   tx=tx, bcfg=bcfg, H=H, mode=mode, loss=str(c.loss))
-            logs["loss"][s] = float(lv)
+            chunk_losses.append(lv)
+        # One device -> host transfer per chunk.
+        logs["loss"][s0:s0 + n] = np.asarray(jax.device_get(chunk_losses), np.float32)
         return (p, o), f"loss {logs['loss'][s0:s0 + n].mean():.4f}"
 
     (params, _), logs = checkpoint.run_chunks(

@@ -104,6 +104,18 @@ def _k3_init(lo, hi):
     return np.log((th - lo) / (hi - th))
 
 
+def neg_loglik(kind: str, params_from, lo, hi, cfg):
+    """The Adam loss ``loss(u, x, y, pat, probes)``: minus the log marginal likelihood per
+    training point of kernel ``kind`` at ``params_from(u, lo, hi)``. The data, pattern and
+    probes are arguments (jit arguments of the Adam chunk, never baked into its program); only
+    the bounds (a few numbers) and the solver settings are fixed."""
+    def loss(u, x, y, pat, pr):
+        return -likelihood.log_marglik(kind, params_from(u, lo, hi), x, y, pat, pr,
+                                       cfg)[0] / y.shape[0]
+
+    return loss
+
+
 def risser_pattern(x: np.ndarray, r0_max: float, radius_max: float, capacity="exact"):
     """Kernel 3's static pattern on 1-D ``x [N, 1]``: every pair within ``r0_max`` (the local
     Wendland term) plus every pair of points under one bump group g_j at the radius upper
@@ -132,22 +144,16 @@ def phase_nonstationary(c, workdir: str) -> dict:
     pat1 = neighbors.build_pattern(d.x_train, float(c.ns_ls_max), method="cells",
                                    capacity="exact")  # one fixed pattern: no padding
 
-    def loss1(u, pat, pr):
-        return -likelihood.log_marglik("wendland", _k1_from(u, lo1, hi1), xj, yj, pat, pr,
-                                       cfg)[0] / n
-
     th0 = np.array([1.0, 0.5 * float(c.ns_ls_max), 0.05])
-    u1, l1 = adam_loop(c, loss1, jnp.asarray(np.log((th0 - lo1) / (hi1 - th0))),
-                       (pat1, probes), os.path.join(workdir, "ckpt", "ns_k1"), "ns_k1",
+    u1, l1 = adam_loop(c, neg_loglik("wendland", _k1_from, lo1, hi1, cfg),
+                       jnp.asarray(np.log((th0 - lo1) / (hi1 - th0))),
+                       (xj, yj, pat1, probes), os.path.join(workdir, "ckpt", "ns_k1"), "ns_k1",
                        int(c.adam_steps))
     lo2, hi2 = _bump_bounds(c)
     pat2 = neighbors.build_pattern(d.x_train, hi2[25], method="cells", capacity="exact")
 
-    def loss2(u, pat, pr):
-        return -likelihood.log_marglik("bump", _k2_from(u, lo2, hi2), xj, yj, pat, pr,
-                                       cfg)[0] / n
-
-    u2, l2 = adam_loop(c, loss2, jnp.asarray(_k2_init(lo2, hi2)), (pat2, probes),
+    u2, l2 = adam_loop(c, neg_loglik("bump", _k2_from, lo2, hi2, cfg),
+                       jnp.asarray(_k2_init(lo2, hi2)), (xj, yj, pat2, probes),
                        os.path.join(workdir, "ckpt", "ns_k2"), "ns_k2", int(c.adam_steps))
     # "bump_truth": kernel 2 at the generating parameters (an oracle, not a claim): whether
     # the far-field mechanism is there to be learned at all
@@ -165,11 +171,8 @@ def phase_nonstationary(c, workdir: str) -> dict:
                               hi3[names.index("g1_radii")])
         probes3 = solvers.rademacher(jax.random.fold_in(key, 3), len(sub), int(c.adam_probes))
 
-        def loss3(u, pat, pr):
-            return -likelihood.log_marglik("risser", _k3_from(u, lo3, hi3), x3, y3, pat, pr,
-                                           cfg)[0] / len(sub)
-
-        u3, l3 = adam_loop(c, loss3, jnp.asarray(_k3_init(lo3, hi3)), (pat3, probes3),
+        u3, l3 = adam_loop(c, neg_loglik("risser", _k3_from, lo3, hi3, cfg),
+                           jnp.asarray(_k3_init(lo3, hi3)), (x3, y3, pat3, probes3),
                            os.path.join(workdir, "ckpt", "ns_k3"), "ns_k3",
                            int(c.ns_k3_steps), extra_fp={"ns_k3_n": int(c.ns_k3_n)})
         fits.append(("risser", "risser", _k3_from(u3, lo3, hi3), pat3, l3, x3, y3))

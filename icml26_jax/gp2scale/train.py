@@ -361,14 +361,15 @@ def fit_adam_wendland(c, d, ll, lo, hi, theta0, workdir):
     cfg = solver_cfg(c)
     lo_j, hi_j = jnp.asarray(lo), jnp.asarray(hi)
 
-    def loss(u, pat, pr):
+    def loss(u, x, y, pat, pr):  # the data are arguments: never baked into the program
         th = lo_j + (hi_j - lo_j) * jax.nn.sigmoid(u)
-        return -likelihood.log_marglik("wendland", _wparams(th), xj, yj, pat, pr, cfg)[0] / len(
-            d.y_train)
+        return -likelihood.log_marglik("wendland", _wparams(th), x, y, pat, pr, cfg)[0] / (
+            y.shape[0])
 
     u0 = jnp.asarray(np.log((theta0 - lo) / (hi - theta0)))
-    u, _ = adam_loop(c, loss, u0, (pat, probes), os.path.join(workdir, "ckpt", "camera_adam"),
-                     "camera_adam", int(c.adam_steps))
+    u, _ = adam_loop(c, loss, u0, (xj, yj, pat, probes),
+                     os.path.join(workdir, "ckpt", "camera_adam"), "camera_adam",
+                     int(c.adam_steps))
     return np.asarray(lo_j + (hi_j - lo_j) * jax.nn.sigmoid(u))
 
 

@@ -28,8 +28,13 @@ def render_grid(g: G.TaylorGaussians, arms: fitlib.Arm, cams: camlib.Camera, tim
     Returns:
       rgb [A, S, C, T, H, W, 3] clipped to [0, 1].
     """
-    times = jnp.asarray(times, jnp.float32)
+    return _render_grid(g, arms, cams, jnp.asarray(times, jnp.float32))
 
+
+@jax.jit
+def _render_grid(g, arms, cams, times):
+    """``render_grid``'s program: module level and everything an argument, so every call with
+    the same shapes reuses one compiled program (the image size is static in ``cams``)."""
     def one(gs, arm, cam, t):
         out = render.render(fitlib.apply_arm(gs, arm), cam, t, order=2, temporal=True)
         return jnp.clip(out["rgb"], 0.0, 1.0)
@@ -38,7 +43,7 @@ def render_grid(g: G.TaylorGaussians, arms: fitlib.Arm, cams: camlib.Camera, tim
     f = jax.vmap(f, in_axes=(None, None, 0, None))  # cameras
     f = jax.vmap(f, in_axes=(0, None, None, None))  # seeds
     f = jax.vmap(f, in_axes=(0, 0, None, None))  # arms
-    return jax.jit(f)(g, arms, cams, times)
+    return f(g, arms, cams, times)
 
 
 def image_metrics(pred, gt, fg) -> dict:
@@ -133,6 +138,14 @@ def displacement_epe(g: G.TaylorGaussians, arms: fitlib.Arm, scene: scenes.Scene
       [A, S] mean over (camera, base time, horizon) of the EPE over GT-foreground pixels
       whose surface point exists at t2.
     """
+    epe = _displacement_epe(g, arms, *epe_inputs(scene, cams, base_times, horizons))
+    return np.asarray(jnp.nanmean(epe, axis=-1))
+
+
+def epe_inputs(scene: scenes.SceneSpec, cams, base_times, horizons=(0.1, 0.3)) -> tuple:
+    """The ground truth of :func:`displacement_epe` on the host, one entry per (camera, base
+    time, horizon) pair [P]: ``(cameras [P], t [P], t2 [P], displacements [P, H, W, 3],
+    masks [P, H, W])`` (GT foreground at t whose surface point exists at t2)."""
     pairs = [(cam, float(t), float(t) + float(h)) for cam in cams for t in base_times
              for h in horizons]
     gts, masks = [], []
@@ -141,10 +154,19 @@ def displacement_epe(g: G.TaylorGaussians, arms: fitlib.Arm, scene: scenes.Scene
         _, _, fg = scenes.gt_render(scene, cam, t, supersample=1)
         gts.append(disp)
         masks.append(ok & fg)
-    cams_s = jax.tree.map(lambda *x: jnp.stack(x), *[p[0] for p in pairs])
-    t1 = jnp.asarray([p[1] for p in pairs], jnp.float32)
-    t2 = jnp.asarray([p[2] for p in pairs], jnp.float32)
+    # Stacked on the host: an eager jnp.stack compiles one program per leaf shape.
+    cams_s = jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]),
+                          *[p[0] for p in pairs])
+    t1 = np.asarray([p[1] for p in pairs], np.float32)
+    t2 = np.asarray([p[2] for p in pairs], np.float32)
+    return cams_s, t1, t2, np.stack(gts), np.stack(masks)
 
+
+@jax.jit
+def _displacement_epe(g, arms, cams, t1, t2, gts, masks):
+    """EPE [A, S, P] of fits [A, S, N] with arms [A] at (camera, t, t2) pairs [P] against
+    the ground-truth displacements [P, H, W, 3] and masks [P, H, W]: module level, the ground
+    truth an argument (never baked into the program), one compile per shape."""
     def one(gs, arm, cam, a, b, gt, m):
         d, _ = render.render_displacement3d(fitlib.apply_arm(gs, arm), cam, a, b)
         return losses.motion_epe(d, gt, m)
@@ -152,6 +174,4 @@ def displacement_epe(g: G.TaylorGaussians, arms: fitlib.Arm, scene: scenes.Scene
     f = jax.vmap(one, in_axes=(None, None, 0, 0, 0, 0, 0))
     f = jax.vmap(f, in_axes=(0, None, None, None, None, None, None))
     f = jax.vmap(f, in_axes=(0, 0, None, None, None, None, None))
-    epe = jax.jit(f)(g, arms, cams_s, t1, t2, jnp.asarray(np.stack(gts)),
-                     jnp.asarray(np.stack(masks)))
-    return np.asarray(jnp.nanmean(epe, axis=-1))
+    return f(g, arms, cams, t1, t2, gts, masks)

@@ -1,18 +1,22 @@
-"""No compiled fitting chunk of the smoke run embeds a large constant.
+"""No compiled fitting chunk or evaluator of the smoke run embeds a large constant, and the
+evaluators compile once per shape.
 
 An array a step closes over instead of taking as an argument is baked into its program: the
-program grows with the data and recompiles for new data. The E1 and E2 fitting chunks are
-lowered (not run) with the arguments ``train.run`` gives them at the ``smoke`` config.
+program grows with the data and recompiles for new data. The E1 and E2 fitting chunks and the
+evaluators (held-out render grid, 3D EPE) are lowered (not run) with the arguments
+``train.run`` gives them at the ``smoke`` config.
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from icml26_jax.core import checkpoint
-from icml26_jax.core.testing import largest_constant
-from icml26_jax.tgsf import configs, train
+from icml26_jax.core.testing import CompileCounter, largest_constant
+from icml26_jax.tgsf import configs, evaluate, scenes, train
 from icml26_jax.tgsf import data as datalib
 from icml26_jax.tgsf import fit as fitlib
+from icml26_jax.tgsf import gaussians as G
 
 LIMIT = 1 << 20  # bytes
 
@@ -64,3 +68,63 @@ def test_fit_chunks_embed_no_large_constant():
     (static, *a), _ = _fit_program(c, [fds[n] for n, _, _ in arms], [x for _, _, x in arms],
                                    datalib.keyframe_views(v2, "monocular"), coupled)
     _check("e2 fit chunk", static, *a)
+
+
+# ---------------------------------------------------------------- evaluators
+
+def _fits(key, a, s, n=24):
+    """Random Taylor-Gaussians [a, s, n] in front of the rig's cameras."""
+    k = jax.random.split(key, 4)
+    lead = (a, s, n)
+    return G.TaylorGaussians(
+        mean=jax.random.uniform(k[0], lead + (3,), minval=-0.8, maxval=0.8),
+        vel=0.5 * jax.random.normal(k[1], lead + (3,)),
+        acc=jax.random.normal(k[2], lead + (3,)), t_anchor=jnp.full(lead, 0.3),
+        log_tscale=jnp.zeros(lead), log_scale=jnp.full(lead + (3,), -1.6),
+        quat=jnp.broadcast_to(jnp.array([1.0, 0, 0, 0]), lead + (4,)),
+        opacity_logit=jnp.full(lead, 1.0), rgb=jax.random.uniform(k[3], lead + (3,)))
+
+
+def test_evaluators_embed_no_large_constant():
+    """The held-out render grid and the 3D-EPE program of E2 at the smoke sizes (two arms,
+    the smoke's N, its held-out cameras, test times and EPE pairs), lowered only: the ground
+    truth travels as arguments."""
+    c = configs.get_config("smoke")
+    size, n = int(c.image_size), int(c.num_gaussians)
+    g = _fits(jax.random.key(0), 2, int(c.num_seeds), n)
+    arms = datalib.stack([fitlib.make_arm(1), fitlib.make_arm(2)])
+    _, held = datalib.rig("monocular", size, datalib.train_times())
+    times = jnp.asarray(train._test_times(), jnp.float32)
+    _check_fn("render_grid", evaluate._render_grid, g, arms, datalib.stack_cameras(held), times)
+    sc = train._scene(c, c.e2_scene)
+    ins = evaluate.epe_inputs(sc, held, datalib.train_times()[::3])
+    _check_fn("displacement_epe", evaluate._displacement_epe, g, arms, *ins)
+
+
+def _check_fn(name, fn, *args):
+    nbytes, shape = largest_constant(fn, *args)
+    assert nbytes <= LIMIT, f"{name} embeds a {nbytes}-byte constant of shape {shape}"
+
+
+def test_evaluators_compile_once_for_new_values_of_the_same_shapes():
+    """A second call with other fits, arms, times and ground truth (same shapes) reuses the
+    compiled programs: nothing is rebuilt or baked in per call."""
+    size = 8
+    _, held = datalib.rig("monocular", size, datalib.train_times())
+    cams = datalib.stack_cameras(held[:1])
+    s1 = scenes.make_scene("S1", 0)
+    s2 = scenes.make_scene("S1", 1)
+
+    def both(key, order, times, scene):
+        g = _fits(key, 1, 1, 8)
+        arms = datalib.stack([fitlib.make_arm(order)])
+        rgb = evaluate.render_grid(g, arms, cams, times)
+        epe = evaluate.displacement_epe(g, arms, scene, held[:1], times[:1], horizons=(0.1,))
+        return rgb, epe
+
+    rgb1, epe1 = both(jax.random.key(1), 2, np.array([0.2, 0.9]), s1)
+    with CompileCounter() as cc:
+        rgb2, epe2 = both(jax.random.key(2), 1, np.array([0.5, 1.0]), s2)
+    assert cc.count == 0, f"{cc.count} compilations on the second call"
+    assert rgb2.shape == rgb1.shape == (1, 1, 1, 2, size, size, 3) and epe2.shape == (1, 1)
+    assert not np.allclose(np.asarray(rgb1), np.asarray(rgb2))  # new values were used
