@@ -5,6 +5,8 @@ interpolating (Eso-LM) diffusion LMs (Sahoo et al., ICML 2026).
         --workdir=runs/discrete_diffusion
     python experiments/discrete_diffusion.py --config=icml26_jax/discrete_diffusion/configs.py:smoke
     python experiments/discrete_diffusion.py --config.budgets=3e11,1e12 --config.sizes=XS,S,M,L
+    python experiments/discrete_diffusion.py --config=icml26_jax/discrete_diffusion/configs.py:gpu \
+        --workdir=runs/discrete_diffusion_gpu      # the full grid on one accelerator
 """
 
 import os
@@ -21,7 +23,7 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "icml26_jax", "discrete_diffusion", "configs.py")
 COMMON = common.define_flags("discrete_diffusion")
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke, full).")
+                                         "after ':', one of default, smoke, full, gpu).")
 
 
 def main(argv):

@@ -145,7 +145,7 @@ def claims(m: dict, c) -> list[results.Claim]:
     fams = as_tuple(c.families, str)
     sizes = as_tuple(c.sizes, str)
     budgets = m["budgets"]
-    full = c.variant == "full"
+    full = c.variant in ("full", "gpu")  # the gpu variant runs the full grid
     out = []
     # 1. isoflop_interior_minimum
     if full:

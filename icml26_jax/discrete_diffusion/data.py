@@ -3,8 +3,13 @@
 **HMM language [R].** The shared generator ``icml26_jax.lm.hmm`` with S = 128 hidden states,
 V = 64 tokens, 4 successor states per state and 8 emitted tokens per state (Dirichlet(0.5)
 weights on both), generator seed 0: the language is a constant of the repository. Sequences
-have 64 tokens; training batch ``step`` of a run with seed ``s`` is drawn from
-``default_rng((s, step))``, validation is 256 fixed sequences (seed 10_000).
+have 64 tokens. Training batch ``step`` of a run with seed ``s`` is drawn ON THE DEVICE, inside
+the jitted training chunk, by ``lm.hmm.sample_jax`` from the key :func:`train_key` ``(s, step)``
+(:func:`chunk_batches`; issue 43: the NumPy sampler took 1.4-9 ms per 32 x 64 batch on the
+host, every step, against ~2 ms per step on an accelerator). The key is a pure function of
+(seed, step), never of the family, size or objective, so every run of a seed sees the same
+batches. Validation is 256 fixed sequences (NumPy ``hmm.sample``, seed 10_000), drawn once
+and passed to the programs as an argument.
 
 The exact log p(x) (forward algorithm) gives the floor H = E[-log p(x)] / 64 of every
 family's loss (an optimal denoiser's continuous-time NELBO equals the true NLL), the oracle
@@ -19,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from icml26_jax.lm import hmm as hmm_lib
@@ -33,6 +40,7 @@ LENGTH = 64
 VAL_SEED = 10_000
 VAL_SIZE = 256
 FLOOR_SEED = 20_000
+TRAIN_KEY = 40_000  # root of the training-batch keys (apart from the noise keys key(seed))
 SOURCES = ("hmm", "lm1b", "token_shards")
 
 
@@ -47,11 +55,33 @@ def make_language(seed: int = LANGUAGE_SEED, num_states: int = NUM_STATES,
                             num_successors=successors, num_emissions=emissions)
 
 
+def train_key(seed, step) -> jax.Array:
+    """The ``jax.random`` key of training batch ``step`` of run ``seed``:
+    ``fold_in(fold_in(key(TRAIN_KEY), seed), step)``. Traceable (``seed``, ``step`` may be
+    traced integers); a function of (seed, step) only, so every family, size and objective
+    trained with seed ``s`` sees the same batches."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.key(TRAIN_KEY), seed), step)
+
+
+def chunk_batches(hmm, seed, start, n: int, batch: int, length: int = LENGTH) -> jax.Array:
+    """Training batches ``start, ..., start + n - 1`` of run ``seed``: int32 [n, batch, length].
+
+    Batch ``step`` is ``lm.hmm.sample_jax(train_key(seed, step), hmm, batch, length)``; the
+    ``n`` batches are drawn together (vmapped over the step: one scan over the positions per
+    chunk, not one per step) and equal the batches drawn one at a time. Traceable: call it
+    inside the jitted training chunk with ``hmm`` an argument (``lm.hmm.device_hmm``) and
+    ``seed``, ``start`` traced; ``n``, ``batch``, ``length`` are static.
+    """
+    steps = start + jnp.arange(n, dtype=jnp.int32)
+    return jax.vmap(lambda s: hmm_lib.sample_jax(train_key(seed, s), hmm, batch, length))(steps)
+
+
 def train_batch(lang: hmm_lib.HMM, seed: int, step: int, batch: int,
                 length: int = LENGTH) -> np.ndarray:
-    """Training batch ``step`` of run ``seed``: int32 [batch, length] from
-    ``default_rng((seed, step))`` (independent of model, family and objective)."""
-    return hmm_lib.sample(lang, batch, length, seed=(int(seed), int(step)))
+    """Training batch ``step`` of run ``seed`` as a host array int32 [batch, length]: the batch
+    the training chunk draws on the device (:func:`chunk_batches`), for tests and notebooks."""
+    return np.asarray(chunk_batches(hmm_lib.device_hmm(lang), int(seed), int(step), 1, batch,
+                                    length)[0])
 
 
 def validation_set(lang: hmm_lib.HMM, size: int = VAL_SIZE, length: int = LENGTH) -> np.ndarray:

@@ -32,6 +32,7 @@ from icml26_jax.discrete_diffusion import (analysis, configs, data, flops, losse
                                            report, samplers)
 from icml26_jax.discrete_diffusion import model as model_lib
 from icml26_jax.discrete_diffusion.analysis import PAIR
+from icml26_jax.lm import hmm as hmm_lib
 
 PAPER = "discrete_diffusion"
 VAL_KEY = 10_000
@@ -146,8 +147,10 @@ def make_tx(hp: Hyper) -> optax.GradientTransformation:
 
 
 def _train_chunk(static, params, opt_state, seed, low_var, start, tokens):
-    """One replica: ``tokens.shape[0]`` steps from step ``start``; noise key of step i is
-    fold_in(key(seed), i), so the two MDLM objectives of a seed see the same (t, mask)."""
+    """One replica: ``tokens.shape[0]`` steps from step ``start`` on the given batches
+    ``tokens [n, B, L]`` (the real-data path; the HMM path draws them in
+    :func:`_train_chunk_hmm`); noise key of step i is fold_in(key(seed), i), so the two MDLM
+    objectives of a seed see the same (t, mask)."""
     family, graphdef, hp = static
     tx = make_tx(hp)
 
@@ -163,6 +166,20 @@ def _train_chunk(static, params, opt_state, seed, low_var, start, tokens):
     idx = start + jnp.arange(tokens.shape[0], dtype=jnp.int32)
     (params, opt_state), loss = jax.lax.scan(body, (params, opt_state), (idx, tokens))
     return params, opt_state, loss
+
+
+def _train_chunk_hmm(static, params, opt_state, seed, low_var, start, hmm):
+    """One replica: ``n`` steps from step ``start`` on HMM batches drawn here, on the device
+    (``data.chunk_batches``: batch i from key ``data.train_key(seed, i)``, independent of the
+    family and objective), then trained as :func:`_train_chunk`.
+
+    Args:
+      static: ``(family, graphdef, hp, n, batch, length)``.
+      hmm: the language as float32 arrays (``lm.hmm.device_hmm``), a jit argument.
+    """
+    family, graphdef, hp, n, batch, length = static
+    tokens = data.chunk_batches(hmm, seed, start, n, batch, length)
+    return _train_chunk((family, graphdef, hp), params, opt_state, seed, low_var, start, tokens)
 
 
 def _init_opt(static, params):
@@ -264,7 +281,9 @@ def train_group(c, g: Group, batches, val_tokens, ckpt_dir: str) -> dict:
     """Trains one group (resumable per chunk) and validates it.
 
     Args:
-      batches: ``batches(seed, start, n) -> int32 [n, B, L]``.
+      batches: the HMM language (an ``lm.hmm.HMM``): every chunk draws its batches on the
+        device (:func:`_train_chunk_hmm`); or a host callable ``batches(seed, start, n) ->
+        int32 [n, B, L]`` (real data), whose batches are passed to :func:`_train_chunk`.
 
     Returns:
       ``{"params": stacked host params, "train_loss": [steps, R], "val": [R],
@@ -286,16 +305,31 @@ def train_group(c, g: Group, batches, val_tokens, ckpt_dir: str) -> dict:
     opt_state = mesh_lib.map_runs(mesh, _init_opt, static, params)
     logs = {"train_loss": np.zeros((g.steps, R), np.float32),
             "chunk_time": np.zeros((math.ceil(g.steps / int(c.chunk)),), np.float64)}
+    on_device = isinstance(batches, hmm_lib.HMM)
+    # The training stream is part of what a checkpoint holds: one saved under the NumPy
+    # sampler's batches (before issue 43) is refused, not resumed with other data.
     fp = checkpoint.config_fingerprint({"group": g._asdict(), "hp": hp._asdict(),
-                                        "data": c.data.to_dict(), "hmm": c.hmm.to_dict()})
+                                        "data": c.data.to_dict(), "hmm": c.hmm.to_dict(),
+                                        **({"stream": "sample_jax"} if on_device else {})})
+    if on_device:  # placed once per group; one float32 copy of the language per replica
+        lang_dev = mesh_lib.shard_replicas(jax.tree.map(
+            lambda a: np.broadcast_to(np.asarray(a), (R,) + a.shape),
+            hmm_lib.device_hmm(batches)), mesh, R)
+    B, L = int(c.batch), int(c.length)
 
     def advance(state, logs, s0, n):
         p, o = state
-        uniq = {s: batches(s, s0, n) for s in set(g.seeds)}
-        tok = np.stack([uniq[s] for s in g.seeds])  # [R, n, B, L]
+        start = np.full((R,), s0, np.int32)
         t0 = time.perf_counter()
-        p, o, loss = mesh_lib.map_runs(mesh, _train_chunk, static, p, o, seeds, low_var,
-                                       np.full((R,), s0, np.int32), tok)
+        if on_device:
+            p, o, loss = mesh_lib.map_runs(mesh, _train_chunk_hmm, static + (n, B, L), p, o,
+                                           seeds, low_var, start, lang_dev)
+        else:
+            uniq = {s: batches(s, s0, n) for s in set(g.seeds)}
+            tok = np.stack([uniq[s] for s in g.seeds])  # [R, n, B, L]
+            t0 = time.perf_counter()
+            p, o, loss = mesh_lib.map_runs(mesh, _train_chunk, static, p, o, seeds, low_var,
+                                           start, tok)
         loss = mesh_lib.to_host(loss, R)  # [R, n]; blocks
         logs["chunk_time"][s0 // int(c.chunk)] = (time.perf_counter() - t0) / n
         logs["train_loss"][s0:s0 + n] = loss.T
@@ -391,8 +425,7 @@ def run(config, workdir: str) -> dict:
     K, L, B = vocab_size(c), int(c.length), int(c.batch)
     if c.data.source == "hmm":
         lang = language(c)
-        batches = lambda s, s0, n: np.stack(  # noqa: E731
-            [data.train_batch(lang, s, s0 + i, B, L) for i in range(n)])
+        batches = lang  # drawn on the device inside every training chunk
         val_tokens = data.validation_set(lang, int(c.val_size), L)
         fp_floor = checkpoint.config_fingerprint({"hmm": c.hmm.to_dict(), "L": L,
                                                   "n": int(c.floor_seqs)})

@@ -1,6 +1,8 @@
 """No jitted training or evaluation program of the smoke run embeds a large constant: the
-models, the token batches and the validation set go in as jit arguments (a closed-over array
-is baked into the program, which then grows with the data and recompiles for new data)."""
+models, the HMM language (the training chunk draws its batches from it on the device) or the
+host batches of the real-data path, and the validation set go in as jit arguments (a
+closed-over array is baked into the program, which then grows with the data and recompiles
+for new data)."""
 
 import jax
 import numpy as np
@@ -10,6 +12,7 @@ from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core.testing import assert_no_large_constant as _check
 from icml26_jax.discrete_diffusion import configs, data, train
 from icml26_jax.discrete_diffusion import model as model_lib
+from icml26_jax.lm import hmm as hmm_lib
 
 
 def _placed(mesh, R, *args):
@@ -51,9 +54,8 @@ def smoke():
 
 def test_train_chunk_embeds_no_large_constant(smoke):
     c, lang, _, groups = smoke
-    # One chunk of training batches, as train.run's ``batches`` builds them (every batch has
-    # the shape of batch 0; repeating it keeps the test fast, the program is the same).
-    chunk = np.stack([data.train_batch(lang, 0, 0, int(c.batch), int(c.length))] * int(c.chunk))
+    # One chunk of host batches (the real-data path; the values do not change the program).
+    chunk = np.zeros((int(c.chunk), int(c.batch), int(c.length)), np.int32)
     for g, _, params, static in groups:
         R = len(g.seeds)
         mesh = mesh_lib.runs_mesh(R)
@@ -64,6 +66,17 @@ def test_train_chunk_embeds_no_large_constant(smoke):
         with jax.set_mesh(mesh):
             _check(f"_train_chunk ({g.family})", mesh_lib._map_runs, mesh, train._train_chunk,
                    static, *args)
+        if g is groups[0][0]:
+            # The HMM path (train.run's): the language goes in as an argument and the batches
+            # are drawn inside. Its data part is the same program for every family: lowered
+            # once, for the first group (each lowering traces a whole training step).
+            lang_r = jax.tree.map(lambda a, R=R: np.stack([np.asarray(a)] * R),
+                                  hmm_lib.device_hmm(lang))
+            args = args[:-1] + _placed(mesh, R, lang_r)
+            with jax.set_mesh(mesh):
+                _check(f"_train_chunk_hmm ({g.family})", mesh_lib._map_runs, mesh,
+                       train._train_chunk_hmm,
+                       static + (int(c.chunk), int(c.batch), int(c.length)), *args)
 
 
 def test_validation_and_samplers_embed_no_large_constant(smoke):

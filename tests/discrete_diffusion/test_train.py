@@ -38,9 +38,13 @@ def test_language_is_a_constant_with_the_spec_structure():
 def test_batches_depend_only_on_seed_and_step():
     lang = data.make_language()
     a = data.train_batch(lang, 3, 7, 4)
+    assert a.shape == (4, 64) and a.dtype == np.int32
     np.testing.assert_array_equal(a, data.train_batch(lang, 3, 7, 4))
     assert not np.array_equal(a, data.train_batch(lang, 3, 8, 4))
     assert not np.array_equal(a, data.train_batch(lang, 4, 7, 4))
+    # Sequences of this language: the exact likelihood never meets an impossible token
+    # (4 successors and 8 emissions per state make most continuations impossible).
+    assert np.all(np.isfinite(hmm_lib.log_likelihood(lang, a)))
     v = data.validation_set(lang, 8)
     assert v.shape == (8, 64) and v.dtype == np.int32
     np.testing.assert_array_equal(v, data.validation_set(lang, 8))
@@ -85,7 +89,8 @@ def test_gradient_snr_is_higher_for_the_low_var_objective():
     """Claim 3's mechanism on a fixed XS model and batch, 64 draws of (t, mask)."""
     lang = data.make_language()
     g, p = model_lib.init("XS", "mdlm", 64, 0)
-    x = jnp.asarray(data.train_batch(lang, 0, 0, 32))
+    # Any fixed batch of the language will do: the NumPy sampler's (no sampler compile).
+    x = jnp.asarray(hmm_lib.sample(lang, 32, 64, seed=(0, 0)))
     snr_lv = train.gradient_snr(g, p, x, 64, low_var=True)
     snr_nb = train.gradient_snr(g, p, x, 64, low_var=False)
     assert snr_lv > 1.5 * snr_nb, (snr_lv, snr_nb)
@@ -155,17 +160,20 @@ def _tiny(workdir_seed=0):
 
 def test_group_sharded_over_every_device_equals_its_replicas_alone(tmp_path):
     """A group of 3 replicas on 8 devices (padded by repeating the last one) gives each
-    replica the numbers it gets alone; the padded replicas never reach the host."""
+    replica the numbers it gets alone; the padded replicas never reach the host. The group
+    draws its batches on the device in chunks of 2 (``batches=lang``), the replicas alone get
+    them one by one from the host (``data.train_batch``): the stream trained on is the one
+    listed, whatever the chunking."""
     assert jax.device_count() % 3
     c = _tiny()
-    c.steps, c.chunk = 4, 2
+    c.steps, c.chunk, c.batch = 4, 2, 4
     lang = data.make_language()
     batches = lambda s, s0, n: np.stack(  # noqa: E731
         [data.train_batch(lang, s, s0 + i, 4, 64) for i in range(n)])
     val = data.validation_set(lang, 8)
     g = train.Group(6e11, "XS", "mdlm", ("mdlm", "mdlm", "mdlm_lowvar"), (0, 1, 0),
                     (False, False, True), 4)
-    out = train.train_group(c, g, batches, val, str(tmp_path / "all"))
+    out = train.train_group(c, g, lang, val, str(tmp_path / "all"))
     assert out["train_loss"].shape == (4, 3) and out["val"].shape == (3,)
     assert jax.tree.leaves(out["params"])[0].shape[0] == 3
     for r in (1, 2):
@@ -219,10 +227,11 @@ def test_smoke_run_lowers_validation_loss_and_writes_results(tmp_path):
     assert pareto["esolm"]["nfe"] == [4.0]
 
 
-def test_full_variant_fits_and_claims_on_a_synthetic_scaling_law():
+@pytest.mark.parametrize("variant", ["full", "gpu"])  # gpu: the full grid on one device
+def test_full_variant_fits_and_claims_on_a_synthetic_scaling_law(variant):
     """Losses L = H + A N^-1/2 + B (c_f C / N)^-1/2 (interior optimum N* ~ C^1/2): the fits
     recover the exponent, and low-var's 1.12x compute efficiency is read back as k."""
-    c = configs.get_config("full")
+    c = configs.get_config(variant)
     train.normalise_config(c)
     H, eff = 2.4367, {"ar": 1.5, "mdlm": 1.0, "mdlm_lowvar": 1.12, "duo": 0.8, "esolm": 0.7}
     runs = []
