@@ -13,14 +13,19 @@
   head-role analysis and the learned log-frequencies; then claims, figures, results.json.
 
 Each stage checkpoints after every chunk (``core.checkpoint``), so a killed run resumes and
-ends with the same numbers (batches are pure functions of (seed, step)).
+ends with the same numbers (batches are pure functions of (seed, step)). T1's MQAR batches are
+built on the host (NumPy, ``np.random.default_rng((seed, step))``); T3's fresh HMM batches are
+drawn inside the training program (:class:`LMStream`: ``lm.hmm.sample_jax`` from
+``fold_in(fold_in(key(seed), salt), step)``, the HMM a jit argument).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +36,7 @@ from flax import nnx
 from icml26_jax.adarope import analysis, baselines, configs, optim, report, rope, tasks
 from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.lm import hmm as hmm_lib
 from icml26_jax.lm import train as lm_train
 from icml26_jax.lm.transformer import Transformer, TransformerConfig
 
@@ -133,13 +139,14 @@ def _mqar(c, rng, batch, length, bucket=None):
 
 
 def build(c, rope_cfgs: list[rope.RopeConfig], seeds: list[int], *,
-          vocab_size: int | None = None):
+          vocab_size: int | None = None, unroll_layers: bool = False):
     """Models ``n`` = (rope_cfgs[n], seeds[n]) stacked: ``(graphdef, params, rest)``.
 
     Models of one seed get identical network weights (the position encoders have no random
-    initialisation), whatever their rotary kind.
+    initialisation), whatever their rotary kind. ``unroll_layers`` unrolls the layer scan
+    (same numbers), which XLA's cost analysis needs to count every layer's FLOPs.
     """
-    mcfg = model_config(c)
+    mcfg = dataclasses.replace(model_config(c), unroll_layers=unroll_layers)
     if vocab_size is not None:
         mcfg = dataclasses.replace(mcfg, vocab_size=vocab_size)
     graphdef, ps, rs = None, [], []
@@ -199,8 +206,13 @@ def _num_models(tree) -> int:
     return jax.tree.leaves(tree)[0].shape[0]
 
 
-def _train_program(graphdef, optimizer, tie_layers: bool):
-    """jit(models, chunk of batches) -> models after the chunk; vmap over models."""
+def _train_program(graphdef, optimizer, tie_layers: bool, stream: tuple | None = None):
+    """jit(models, chunk) -> models after the chunk; vmap over models.
+
+    ``stream=None``: the chunk is the batches ``[n, N, B, T]`` (host-built, an argument).
+    ``stream=(salt, batch_size, length)``: the program takes ``(seeds [N], hmm, steps [n])``
+    in their place and draws the batches inside (:func:`lm_batches`).
+    """
 
     def one(params, rest, opt_state, batches):
         step = lm_train.make_train_step(
@@ -214,12 +226,24 @@ def _train_program(graphdef, optimizer, tie_layers: bool):
         (params, opt_state), (loss, acc) = jax.lax.scan(body, (params, opt_state), batches)
         return params, opt_state, loss, acc
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 1)), donate_argnums=(0, 2))
+    if stream is None:
+        return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 1)), donate_argnums=(0, 2))
+    salt, batch_size, length = stream
+
+    def program(params, rest, opt_state, seeds, hmm, steps):
+        # The whole chunk's batches at once: one HMM scan over positions per chunk.
+        batches = lm_batches(hmm, seeds, steps, salt, batch_size, length)  # [N, n, B, T]
+        return jax.vmap(one)(params, rest, opt_state, batches)
+
+    return jax.jit(program, donate_argnums=(0, 2))
 
 
 def _train(c, graphdef, params, rest, optimizer, batch_fn, *, steps, chunk, ckpt_dir,
            fingerprint, name, tie_layers=False):
     """Trains all stacked models for ``steps``; resumable.
+
+    ``batch_fn``: ``(start, n) -> batches [n, N, B, T]`` built on the host, or an
+    :class:`LMStream`, whose batches the training program draws itself.
 
     Returns:
       ``(params, loss [steps, N])`` with params as host (NumPy) arrays.
@@ -240,12 +264,22 @@ def _train_on_mesh(c, graphdef, params, rest, optimizer, batch_fn, mesh, *, step
     opt_state = jax.jit(jax.vmap(optimizer.init),
                         out_shardings=jax.NamedSharding(mesh, jax.P(mesh_lib.RUNS)))(params)
     logs = {"losses": np.zeros((steps, N), np.float32)}
-    program = _train_program(graphdef, optimizer, tie_layers)
+    if isinstance(batch_fn, LMStream):  # drawn in the program from (seed, step)
+        s = batch_fn
+        program = _train_program(graphdef, optimizer, tie_layers,
+                                 (s.salt, s.batch_size, s.length))
+        seeds_s = shard(np.asarray(s.seeds, np.int32))
+        hmm = jax.tree.map(lambda x: mesh_lib.replicate(np.asarray(x), mesh),
+                           hmm_lib.device_hmm(s.hmm))
+        chunk_args = lambda s0, n: (seeds_s, hmm,  # noqa: E731
+                                    mesh_lib.replicate(step_indices(s0, n), mesh))
+    else:
+        program = _train_program(graphdef, optimizer, tie_layers)
+        chunk_args = lambda s0, n: (shard(batch_fn(s0, n), 1),)  # noqa: E731  [n, N_pad, B, T]
 
     def advance(state, logs, s0, n):
-        batches = shard(batch_fn(s0, n), 1)  # [n, N_padded, B, T]
         p, o = state
-        p, o, loss, acc = program(p, rest, o, batches)
+        p, o, loss, acc = program(p, rest, o, *chunk_args(s0, n))
         loss, acc = mesh_lib.to_host((loss, acc), N)  # [N, n]
         logs["losses"][s0:s0 + n] = loss.T
         return (p, o), f"loss {np.round(loss[:, -1], 3)} acc {np.round(acc[:, -1], 3)}"
@@ -468,30 +502,95 @@ def run(config, workdir: str) -> dict:
 
 
 def _lm_eval_sets(c, hmm_lang, lengths) -> dict:
-    from icml26_jax.lm import hmm
-
+    """Fixed T3 evaluation sets (NumPy ``hmm.sample``, drawn once per length)."""
     return {f"len_{T}": lm_train.next_token_batch(
-        hmm.sample(hmm_lang, c.lm.eval_size, T + 1, seed=EVAL_SEED + T)) for T in lengths}
+        hmm_lib.sample(hmm_lang, c.lm.eval_size, T + 1, seed=EVAL_SEED + T)) for T in lengths}
 
 
-def _lm_batches(c, hmm_lang, seeds, index, length, batch_size, *, salt: int, pool=None):
-    """Next-token batches ``[n, N, B, T]``: fresh HMM samples per (seed, step), or rows of
-    a fixed ``pool`` per seed (``{seed: tokens [M, T+1]}``)."""
-    from icml26_jax.lm import hmm
+# Folded into a model seed's key before the step, one per T3 stream: the streams are apart
+# from each other and from the one ``nnx.Rngs(seed)`` initialises the models from.
+LM_PRETRAIN_SALT = 3
+LM_CONTINUE_SALT = 5
+# In the T3 checkpoint fingerprints: a directory written with the previous (host NumPy) T3
+# stream is refused instead of resumed with a different one.
+LM_DATA_PROTOCOL = "hmm.sample_jax(fold_in(fold_in(key(seed), salt), step))"
 
+
+def step_indices(start: int, n: int) -> np.ndarray:
+    """``[n]`` int32 global step indices of the chunk that starts at ``start``."""
+    return np.arange(start, start + n, dtype=np.int32)
+
+
+def lm_key(seed, salt, step):
+    """The key of a T3 training batch: a pure function of (seed, stream salt, step), never of
+    the arm (all may be traced ints)."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), salt), step)
+
+
+def lm_batches(hmm, seeds, steps, salt, batch_size: int, length: int) -> dict:
+    """Next-token batches ``[N, n, B, length]`` of models with ``seeds [N]`` at ``steps [n]``,
+    drawn by :func:`~icml26_jax.lm.hmm.sample_jax`; traceable (``hmm`` from
+    ``hmm.device_hmm``).
+
+    Inside a program over models sharded on ``RUNS`` the sampler runs through
+    ``core.mesh.auto_over_runs`` (auto sharding mode, output sharded like the models).
+    """
+    def draw(seeds_, hmm_, steps_):
+        def one(s, t):
+            return lm_train.next_token_batch(
+                hmm_lib.sample_jax(lm_key(s, salt, t), hmm_, batch_size, length + 1))
+
+        return jax.vmap(lambda s: jax.vmap(lambda t: one(s, t))(steps_))(seeds_)
+
+    return mesh_lib.auto_over_runs(draw, seeds, hmm, steps)
+
+
+@functools.lru_cache(maxsize=8)
+def _lm_sampler(salt: int, batch_size: int, length: int):
+    """jit(seeds [N], hmm, steps [n]) -> batches ``[n, N, B, T]`` (what the program draws)."""
+    return jax.jit(lambda s, h, t: jax.tree.map(
+        lambda x: jnp.moveaxis(x, 0, 1), lm_batches(h, s, t, salt, batch_size, length)))
+
+
+class LMStream(NamedTuple):
+    """Fresh T3 training batches, drawn inside the training program: model n's batch at step
+    t is ``hmm.sample_jax(lm_key(seeds[n], salt, t), hmm, batch_size, length + 1)`` as a
+    next-token batch. Models of one seed (every arm) get the same batches.
+
+    Calling it, ``stream(start, n)``, gives those batches on the host, ``[n, N, B, T]``
+    (tests, benchmarks); :func:`_train` instead passes the HMM to the program.
+    """
+
+    hmm: hmm_lib.HMM
+    seeds: np.ndarray  # [N] the seed of every model
+    salt: int
+    length: int
+    batch_size: int
+
+    def __call__(self, start: int, n: int) -> dict:
+        out = _lm_sampler(int(self.salt), int(self.batch_size), int(self.length))(
+            np.asarray(self.seeds, np.int32), hmm_lib.device_hmm(self.hmm),
+            step_indices(start, n))
+        return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _lm_batches(hmm_lang, seeds, index, length, batch_size, *, salt: int) -> LMStream:
+    """Fresh HMM batches per (seed, step) for models ``n`` of seed ``seeds[index[n]]``."""
+    return LMStream(hmm_lang, np.asarray([seeds[i] for i in index], np.int32), int(salt),
+                    int(length), int(batch_size))
+
+
+def _lm_pool_batches(seeds, index, batch_size, *, salt: int, pool):
+    """Host batches ``[n, N, B, T]`` of rows of a fixed ``pool`` per seed (``{seed: tokens
+    [M, T+1]}``), the rows a pure function of (seed, salt, step)."""
     def fn(start, n):
         steps = []
         for t in range(start, start + n):
             per_seed = []
             for s in seeds:
-                if pool is None:
-                    toks = hmm.sample(hmm_lang, batch_size, length + 1,
-                                      seed=(salt * 1_000_003 + s) * 1_000_003 + t)
-                else:
-                    rows = np.random.default_rng((s, salt, t)).choice(
-                        len(pool[s]), batch_size, replace=False)
-                    toks = pool[s][rows]
-                per_seed.append(lm_train.next_token_batch(toks))
+                rows = np.random.default_rng((s, salt, t)).choice(
+                    len(pool[s]), batch_size, replace=False)
+                per_seed.append(lm_train.next_token_batch(pool[s][rows]))
             steps.append({k: np.stack([b[k] for b in per_seed]) for k in per_seed[0]})
         stacked = {k: np.stack([b[k] for b in steps]) for k in steps[0]}
         return _expand(stacked, index, 1)
@@ -499,15 +598,20 @@ def _lm_batches(c, hmm_lang, seeds, index, length, batch_size, *, salt: int, poo
     return fn
 
 
+def lm_language(c) -> hmm_lib.HMM:
+    """T3's HMM language (``config.lm``)."""
+    L = c.lm
+    return hmm_lib.make_hmm(L.num_states, L.vocab_size, seed=L.hmm_seed,
+                            trans_concentration=L.concentration,
+                            emit_concentration=L.concentration)
+
+
 def lm_stage(c, seeds, ckroot: str, fp: int) -> dict:
     """T3: pretraining arms on the HMM language at L0, NLL at longer lengths; extension of the
     RoPE backbone (frozen: YaRN vs AdaRoPE-ext), and continued pretraining of all weights."""
-    from icml26_jax.lm import hmm
-
     L = c.lm
-    lang = hmm.make_hmm(L.num_states, L.vocab_size, seed=L.hmm_seed,
-                        trans_concentration=L.concentration,
-                        emit_concentration=L.concentration)
+    lang = lm_language(c)
+    fp = checkpoint.config_fingerprint({"fp": int(fp), "data": LM_DATA_PROTOCOL})
     S, arms = len(seeds), list(L.arms)
     cfgs = [rope_config(c, a) for a in arms for _ in seeds]
     index = np.array([i % S for i in range(len(cfgs))])
@@ -515,20 +619,21 @@ def lm_stage(c, seeds, ckroot: str, fp: int) -> dict:
     opt = optim.make_optimizer(dict_config(c.opt, steps=L.steps))
     logging.info("T3: %d arms x %d seeds, %d LM steps at L0=%d", len(arms), S, L.steps,
                  c.train_len)
-    p, loss = _train(c, g, p, r, opt, _lm_batches(c, lang, seeds, index, c.train_len,
-                                                    c.batch_size, salt=3),
+    p, loss = _train(c, g, p, r, opt,
+                     _lm_batches(lang, seeds, index, c.train_len, c.batch_size,
+                                 salt=LM_PRETRAIN_SALT),
                      steps=L.steps, chunk=c.chunk, ckpt_dir=os.path.join(ckroot, "lm"),
                      fingerprint=fp, name="lm")
     lens = sorted(set(list(L.eval_lens) + [c.extension.length]))
     sets = _lm_eval_sets(c, lang, lens)
     out = {"arms": arms, "seeds": seeds, "eval": evaluate(c, g, p, r, sets), "loss": loss,
-           "entropy_rate": hmm.entropy_rate(lang)}
+           "entropy_rate": hmm_lib.entropy_rate(lang)}
     e = c.extension
     if "rope" not in arms:
         return out
     b = arms.index("rope")
     backbone = jax.tree.map(lambda x: x[b * S:(b + 1) * S], p)
-    pool = {s: hmm.sample(lang, e.num_train, e.length + 1, seed=EVAL_SEED * 7 + s)
+    pool = {s: hmm_lib.sample(lang, e.num_train, e.length + 1, seed=EVAL_SEED * 7 + s)
             for s in seeds}
     for mode, train_what, steps in (("ext", "pe", e.steps), ("cont", "all", L.continue_steps)):
         ext_arms = ["yarn", "adarope-ext"]
@@ -541,9 +646,10 @@ def lm_stage(c, seeds, ckroot: str, fp: int) -> dict:
         # pretraining trains both, all weights, on fresh samples at L'.
         sel = np.arange(len(ecfgs)) if mode == "cont" else np.arange(S, 2 * S)
         take = lambda t, sel=sel: jax.tree.map(lambda x: x[sel], t)  # noqa: E731
-        bf = (_lm_batches(c, lang, seeds, eindex[sel], e.length, e.batch_size, salt=4,
-                          pool=pool) if mode == "ext" else
-              _lm_batches(c, lang, seeds, eindex[sel], e.length, e.batch_size, salt=5))
+        bf = (_lm_pool_batches(seeds, eindex[sel], e.batch_size, salt=4, pool=pool)
+              if mode == "ext" else
+              _lm_batches(lang, seeds, eindex[sel], e.length, e.batch_size,
+                          salt=LM_CONTINUE_SALT))
         tp, _ = _train(c, eg, take(ep), take(er), eopt, bf, steps=steps, chunk=e.chunk,
                        ckpt_dir=os.path.join(ckroot, f"lm_{mode}"), fingerprint=fp,
                        name=f"lm_{mode}")

@@ -155,6 +155,22 @@ def place_runs(mesh: Mesh, tree):
     return jax.tree.map(lambda a: _place(a, mesh, total), tree)
 
 
+def auto_over_runs(fn, replicas, *args):
+    """``fn(replicas, *args)`` traced inside a program over replicas sharded on ``RUNS``
+    (explicit mesh), computed in auto sharding mode with its outputs sharded like the
+    replicas; outside such a program (``replicas`` not ``RUNS``-sharded) a plain call.
+
+    For per-replica data generation such as ``lm.hmm.sample_jax`` vmapped over replica seeds:
+    sharding-in-types rejects gathers from a replicated table by replica-sharded indices, and
+    jax 0.10.2 fails to lower a ``fold_in`` of a replica-sharded key on a one-device mesh (the
+    single-accelerator case). Same values either way.
+    """
+    spec = jax.typeof(replicas).sharding.spec
+    if spec and spec[0] == RUNS:
+        return jax.sharding.auto_axes(fn, out_sharding=P(RUNS))(replicas, *args)
+    return fn(replicas, *args)
+
+
 def _place(a, mesh: Mesh, total: int):
     if (np.shape(a)[0] == total and isinstance(a, jax.Array)
             and getattr(a.sharding, "mesh", None) == mesh

@@ -6,11 +6,18 @@ its learning rate. The arm enters as data: a ``[L, L]`` depth operator (identity
 ``base``, ``S_a`` for ``smoothed``, ``P^T S_a P`` for ``permuted``), and the learning rate as
 a scalar array, so every replica of a stage is ONE compiled program (``vmap`` over
 replicas, ``lax.scan`` over ``config.log_every`` steps), checkpointed after every chunk.
+
+Training batches are drawn inside that program (:func:`icml26_jax.lm.hmm.sample_jax`, the
+HMM a jit argument) from :func:`data_key` ``(seed, step)``: no host work per step, and the
+same batch for every replica of a seed whatever its arm or learning rate. :func:`batches`
+returns the same batches on the host (tests, timing, the preloaded benchmark program).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import time
 
 import jax
@@ -32,6 +39,12 @@ ARMS = ("base", "smoothed", "permuted")
 VAL_SEED = 10_000
 PROBE_SEED = 10_001
 PERMUTATION_SEED = 0
+# Folded into a replica seed's key before the step: the data stream is separate from the
+# stream ``nnx.Rngs(seed)`` initialises the model from.
+DATA_STREAM = 0xDA7A
+# In the checkpoint fingerprint, so a run directory written with the previous (host NumPy)
+# data stream is refused instead of resumed with a different stream.
+DATA_PROTOCOL = "hmm.sample_jax(fold_in(fold_in(key(seed), DATA_STREAM), step))"
 
 
 # --------------------------------------------------------------------------- config
@@ -98,9 +111,12 @@ def language(c) -> hmm_lib.HMM:
                             num_successors=h.num_successors, num_emissions=h.num_emissions)
 
 
-def lm_config(c):
+def lm_config(c, *, unroll_layers: bool = False):
+    """The LM of ``config``; ``unroll_layers`` unrolls the layer scan (same numbers), which
+    XLA's cost analysis needs to count every block's FLOPs (``core.timing.step_flops``)."""
     m = c.model
-    return model.lm_config(c.hmm.vocab_size, c.depth, m.d_model, m.num_heads, m.mlp_ratio)
+    cfg = model.lm_config(c.hmm.vocab_size, c.depth, m.d_model, m.num_heads, m.mlp_ratio)
+    return dataclasses.replace(cfg, unroll_layers=unroll_layers)
 
 
 def arm_matrix(c, arm: str, alpha: float | None = None) -> np.ndarray:
@@ -138,9 +154,9 @@ def make_tx(c, lr, matrix, steps: int) -> optax.GradientTransformation:
 # --------------------------------------------------------------------------- replicas
 
 
-def build(c, seeds: list[int]):
+def build(c, seeds: list[int], *, unroll_layers: bool = False):
     """Stacked LMs, replica n initialised from ``seeds[n]``: ``(graphdef, params, rest)``."""
-    cfg = lm_config(c)
+    cfg = lm_config(c, unroll_layers=unroll_layers)
     graphdef, ps, rs = None, [], []
     for s in seeds:
         g, p, r = nnx.split(model.make_lm(cfg, nnx.Rngs(s)), nnx.Param, ...)
@@ -151,21 +167,53 @@ def build(c, seeds: list[int]):
     return graphdef, jax.tree.map(stack, *ps), jax.tree.map(stack, *rs)
 
 
+def data_key(seed, step):
+    """The key of the training batch of replica seed ``seed`` at ``step``: a pure function of
+    (seed, step), never of the arm or the learning rate (both may be traced ints)."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), DATA_STREAM), step)
+
+
+def seed_batches(hmm, seed, steps, batch_size: int, seq_len: int) -> dict:
+    """Next-token batches ``[n, B, T]`` of seed ``seed`` at ``steps`` (``[n]`` ints), drawn by
+    :func:`~icml26_jax.lm.hmm.sample_jax`; traceable (``hmm`` from ``hmm.device_hmm``)."""
+    def one(t):
+        return lm_train.next_token_batch(
+            hmm_lib.sample_jax(data_key(seed, t), hmm, batch_size, seq_len + 1))
+
+    return jax.vmap(one)(steps)
+
+
+def replica_batches(hmm, seeds, steps, batch_size: int, seq_len: int) -> dict:
+    """Batches ``[R, n, B, T]`` of replicas ``seeds [R]`` at ``steps [n]``; traceable.
+
+    Inside a program over replicas sharded on ``RUNS`` the sampler runs through
+    ``core.mesh.auto_over_runs`` (auto sharding mode, output sharded like the replicas).
+    """
+    def draw(seeds_, hmm_, steps_):
+        return jax.vmap(lambda s: seed_batches(hmm_, s, steps_, batch_size, seq_len))(seeds_)
+
+    return mesh_lib.auto_over_runs(draw, seeds, hmm, steps)
+
+
+def step_indices(start: int, n: int) -> np.ndarray:
+    """``[n]`` int32 global step indices of the chunk that starts at ``start``."""
+    return np.arange(start, start + n, dtype=np.int32)
+
+
+@functools.lru_cache(maxsize=8)
+def _sampler(batch_size: int, seq_len: int):
+    """jit(seeds [R], hmm, steps [n]) -> batches ``[n, R, B, T]`` (what the program draws)."""
+    return jax.jit(lambda s, h, t: jax.tree.map(
+        lambda x: jnp.moveaxis(x, 0, 1), replica_batches(h, s, t, batch_size, seq_len)))
+
+
 def batches(c, lang, seeds: list[int], start: int, n: int) -> dict:
-    """Next-token batches ``[n, R, B, T]`` for replicas of ``seeds``: a pure function of
-    (seed, step), never of the arm or the learning rate."""
-    uniq = sorted(set(seeds))
-    per = {}
-    for s in uniq:
-        rows = [hmm_lib.sample(lang, c.batch_size, c.seq_len + 1,
-                               seed=int(np.random.default_rng((s, t)).integers(2**31)))
-                for t in range(start, start + n)]
-        per[s] = lm_train.next_token_batch(np.concatenate(rows))
-    out = {}
-    for k in per[uniq[0]]:
-        stacked = np.stack([per[s][k].reshape(n, c.batch_size, -1) for s in seeds], axis=1)
-        out[k] = stacked
-    return out
+    """Next-token batches ``[n, R, B, T]`` (host arrays) for replicas of ``seeds``, steps
+    ``[start, start + n)``: exactly what the training program draws for them, a pure function
+    of (seed, step), never of the arm or the learning rate."""
+    out = _sampler(int(c.batch_size), int(c.seq_len))(
+        np.asarray(seeds, np.int32), hmm_lib.device_hmm(lang), step_indices(start, n))
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def _tx_key(c, graphdef, steps: int) -> tuple:
@@ -190,14 +238,23 @@ def _memo(key, make):
     return _PROGRAMS[key]
 
 
-def _program(c, graphdef, steps: int):
-    """jit(replicas, chunk of batches) -> replicas after the chunk, losses, block norms."""
-    return _memo(("train",) + _tx_key(c, graphdef, steps),
-                 lambda: _make_program(copy.deepcopy(c), graphdef, steps))
+def _program(c, graphdef, steps: int, *, preloaded: bool = False):
+    """The training program of one chunk, vmapped over replicas (donates params and
+    optimiser state).
+
+    ``preloaded=False`` (training): ``jit(params, rest, opt_state, lr [R], matrix [R, L, L],
+    seeds [R], hmm, steps [n]) -> (params, opt_state, loss [R, n], norms [R, n, L])``, the
+    chunk's batches drawn inside from (seed, step) (:func:`replica_batches`; ``hmm`` from
+    ``hmm.device_hmm``, replicated). ``preloaded=True``: the same program with the batches
+    ``[n, R, B, T]`` an argument in place of (seeds, hmm, steps) (tests, benchmark).
+    """
+    shape = () if preloaded else (int(c.batch_size), int(c.seq_len))
+    return _memo(("train", preloaded) + shape + _tx_key(c, graphdef, steps),
+                 lambda: _make_program(copy.deepcopy(c), graphdef, steps, preloaded))
 
 
-def _make_program(c, graphdef, steps: int):
-    def one(params, rest, opt_state, lr, matrix, chunk):
+def _make_program(c, graphdef, steps: int, preloaded: bool):
+    def train_chunk(params, rest, opt_state, lr, matrix, chunk):
         step = lm_train.make_train_step(graphdef, make_tx(c, lr, matrix, steps))
 
         def body(carry, batch):
@@ -209,7 +266,17 @@ def _make_program(c, graphdef, steps: int):
         (params, opt_state), (loss, norms) = jax.lax.scan(body, (params, opt_state), chunk)
         return params, opt_state, loss, norms
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, 0, 1)), donate_argnums=(0, 2))
+    if preloaded:
+        return jax.jit(jax.vmap(train_chunk, in_axes=(0, 0, 0, 0, 0, 1)),
+                       donate_argnums=(0, 2))
+    batch_size, seq_len = int(c.batch_size), int(c.seq_len)
+
+    def program(params, rest, opt_state, lr, matrix, seeds, hmm, steps_):
+        # The whole chunk's batches at once: one HMM scan over positions per chunk.
+        chunk = replica_batches(hmm, seeds, steps_, batch_size, seq_len)  # [R, n, B, T]
+        return jax.vmap(train_chunk)(params, rest, opt_state, lr, matrix, chunk)
+
+    return jax.jit(program, donate_argnums=(0, 2))
 
 
 def _init_program(c, graphdef, steps: int, mesh):
@@ -274,20 +341,23 @@ def train_replicas(c, lang, seeds: list[int], lrs: list[float], arms: list[str],
     mesh = mesh_lib.runs_mesh(R)
     shard = lambda t, dim=0: mesh_lib.shard_replicas(t, mesh, R, dim)  # noqa: E731
     fp = checkpoint.config_fingerprint({"c": c.to_dict(), "seeds": seeds, "lrs": lrs,
-                                        "arms": arms, "alphas": alphas})
+                                        "arms": arms, "alphas": alphas,
+                                        "data": DATA_PROTOCOL})
     with jax.set_mesh(mesh):
         params, rest = shard(params), shard(rest)
         opt_state = _init_program(c, graphdef, c.steps, mesh)(params)
         mats_s, lr_s, init_s = shard(mats), shard(lr), shard(init)
-        val, probe = jax.tree.map(lambda x: mesh_lib.replicate(x, mesh), (val, probe))
+        seeds_s = shard(np.asarray(seeds, np.int32))
+        val, probe, hmm = jax.tree.map(lambda x: mesh_lib.replicate(np.asarray(x), mesh),
+                                       (val, probe, hmm_lib.device_hmm(lang)))
         program, evaluate = _program(c, graphdef, c.steps), _eval_program(graphdef)
         cos = _update_cosine
 
         def advance(state, logs, s0, n):
             params, opt_state = state
-            chunk = shard(batches(c, lang, seeds, s0, n), 1)  # [n, R_padded, B, T]
+            steps = mesh_lib.replicate(step_indices(s0, n), mesh)
             params, opt_state, loss, norms = program(params, rest, opt_state, lr_s, mats_s,
-                                                     chunk)
+                                                     seeds_s, hmm, steps)
             nll, cnt, cka = evaluate(params, rest, val, probe)
             loss, norms, nll, cnt, cka, dw = mesh_lib.to_host(
                 (loss, norms, nll, cnt, cka, cos(params, init_s)), R)

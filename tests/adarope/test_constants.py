@@ -1,12 +1,14 @@
-"""No jitted training or evaluation program of the smoke run embeds a large constant: the
-models and batches go in as jit arguments (a closed-over array is baked into the program,
-which then grows with the data and recompiles for new data)."""
+"""No jitted training or evaluation program of the smoke run (and T3's, which draws its
+batches from the HMM inside) embeds a large constant: the models, batches and HMM go in as jit
+arguments (a closed-over array is baked into the program, which then grows with the data and
+recompiles for new data)."""
 
 import jax
 import numpy as np
 
 from icml26_jax.adarope import baselines, configs, optim, train
 from icml26_jax.core.testing import assert_no_large_constant as _check
+from icml26_jax.lm import hmm as hmm_lib
 
 
 def test_train_and_eval_programs_embed_no_large_constant():
@@ -38,3 +40,12 @@ def test_train_and_eval_programs_embed_no_large_constant():
     ebatches = train._extension_batches(c, seeds, eindex[sel])(0, e.chunk)
     _check("stage B _train_program", train._train_program(eg, eopt, tie_layers=True),
            take(eparams), take(erest), jax.vmap(eopt.init)(take(eparams)), ebatches)
+    # T3 (full, gpu): the LM program draws its batches inside; the HMM is an argument.
+    stream = train._lm_batches(train.lm_language(c), seeds, index, c.train_len, c.batch_size,
+                               salt=train.LM_PRETRAIN_SALT)
+    lg, lparams, lrest = jax.eval_shape(lambda: train.build(
+        c, cfgs, [seeds[i] for i in index], vocab_size=c.lm.vocab_size))
+    _check("T3 _train_program", train._train_program(
+        lg, opt, False, (stream.salt, stream.batch_size, stream.length)), lparams, lrest,
+        jax.eval_shape(jax.vmap(opt.init), lparams), stream.seeds,
+        hmm_lib.device_hmm(stream.hmm), train.step_indices(0, c.chunk))

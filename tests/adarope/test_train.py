@@ -1,5 +1,6 @@
-"""Training program: vmapped arms == one by one, extension init == YaRN, tying, determinism,
-config errors, the entry script, and the smoke-scale claims."""
+"""Training program: vmapped arms == one by one, T3 batches drawn in the program == the
+stream's batches, extension init == YaRN, tying, determinism, config errors, the entry script,
+and the smoke-scale claims."""
 
 import json
 import os
@@ -11,7 +12,9 @@ import pytest
 from flax import nnx
 
 from icml26_jax.adarope import configs, optim, train
+from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.core import results, testing
+from icml26_jax.lm import hmm as hmm_lib
 from icml26_jax.lm import train as lm_train
 
 
@@ -85,6 +88,38 @@ def test_models_sharded_over_every_device_equal_unsharded(tmp_path):
         one = lm_train.eval_step(g, jax.tree.map(lambda x, i=i: x[i], params),
                                  jax.tree.map(lambda x, i=i: x[i], r), sets["a"])
         np.testing.assert_allclose(ev["nll"][i], one["nll"] / one["count"], rtol=1e-5)
+
+
+def test_lm_batches_drawn_in_the_program_equal_the_stream():
+    """T3: the program, its 3 models sharded over 3 devices, draws exactly the batches of the
+    stream's host view (the preloaded program fed them gives the same numbers); models of
+    one seed share them whatever their arm; a pure function of (seed, step)."""
+    c = _tiny()
+    arms, seeds = ["rope", "adarope", "rope"], [0, 0, 1]
+    stream = train._lm_batches(train.lm_language(c), [0, 1], np.array([0, 0, 1]),
+                               c.train_len, c.batch_size, salt=train.LM_PRETRAIN_SALT)
+    b = stream(2, 2)
+    assert b["tokens"].shape == (2, 3, c.batch_size, c.train_len)
+    np.testing.assert_array_equal(b["tokens"][:, 0], b["tokens"][:, 1])
+    assert not np.array_equal(b["tokens"][:, 0], b["tokens"][:, 2])
+    np.testing.assert_array_equal(stream(0, 4)["tokens"][2:], b["tokens"])
+    np.testing.assert_array_equal(b["targets"][..., :-1], b["tokens"][..., 1:])
+    g, p, r = train.build(c, [train.rope_config(c, a) for a in arms], seeds,
+                          vocab_size=c.lm.vocab_size)
+    opt = optim.make_optimizer(train.dict_config(c.opt, steps=c.steps))
+    copy = lambda t: jax.tree.map(np.array, t)  # noqa: E731  (the programs donate)
+    want = train._train_program(g, opt, False)(copy(p), r, jax.vmap(opt.init)(p), b)
+    mesh = train.models_mesh(3)
+    shard = lambda t: mesh_lib.shard_replicas(t, mesh, 3)  # noqa: E731
+    with jax.set_mesh(mesh):
+        hmm = jax.tree.map(lambda x: mesh_lib.replicate(np.asarray(x), mesh),
+                           hmm_lib.device_hmm(stream.hmm))
+        prog = train._train_program(g, opt, False, (stream.salt, c.batch_size, c.train_len))
+        got = mesh_lib.to_host(prog(shard(copy(p)), shard(r), shard(jax.vmap(opt.init)(p)),
+                                    shard(stream.seeds), hmm,
+                                    mesh_lib.replicate(train.step_indices(2, 2), mesh)), 3)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)  # losses [N, n]
+    testing.tree_allclose(got[0], jax.tree.map(np.asarray, want[0]), atol=1e-7, rtol=1e-6)
 
 
 def test_extension_models_at_init_equal_yarn():

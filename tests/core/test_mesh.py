@@ -276,3 +276,22 @@ def test_columns_mesh_is_one_device_per_process_on_cpu():
     assert mesh.axis_names == (RUNS,) and mesh.devices.size == jax.process_count() == 1
     out = jax.jit(lambda b: mesh_lib.map_columns(lambda b: 2 * b, b))(jnp.ones((3, 5)))
     np.testing.assert_array_equal(np.asarray(out), 2 * np.ones((3, 5)))
+
+
+@pytest.mark.parametrize("n_dev", [1, 8])
+def test_auto_over_runs_samples_per_replica_on_a_runs_mesh_as_unsharded(n_dev):
+    from icml26_jax.lm import hmm as hmm_lib
+
+    lang = hmm_lib.device_hmm(hmm_lib.make_hmm(8, 16, seed=0))
+
+    def draw(seeds, h):
+        return jax.vmap(lambda s: hmm_lib.sample_jax(jax.random.key(s), h, 2, 5))(seeds)
+
+    seeds = np.arange(8, dtype=np.int32)
+    want = np.asarray(mesh_lib.auto_over_runs(draw, jnp.asarray(seeds), lang))
+    mesh = mesh_lib.make_mesh((n_dev,), (RUNS,), jax.devices()[:n_dev])
+    placed = mesh_lib.shard_leading(seeds, mesh, RUNS)
+    with jax.set_mesh(mesh):
+        out = jax.jit(lambda s, h: mesh_lib.auto_over_runs(draw, s, h))(placed, lang)
+    assert out.sharding.spec[0] == RUNS
+    np.testing.assert_array_equal(np.asarray(out), want)

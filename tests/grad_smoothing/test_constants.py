@@ -1,7 +1,7 @@
 """No jitted training or evaluation program of the smoke run embeds a large constant: the
-replicas, their depth operators and learning rates, and the batches go in as jit arguments
-(a closed-over array is baked into the program, which then grows with the data and recompiles
-for new data)."""
+replicas, their depth operators and learning rates and the HMM the batches are drawn from go
+in as jit arguments (a closed-over array is baked into the program, which then grows with the
+data and recompiles for new data)."""
 
 import jax
 import numpy as np
@@ -28,9 +28,10 @@ def test_train_and_eval_programs_embed_no_large_constant():
     opt_state = jax.eval_shape(
         jax.vmap(train.make_tx(c, 1.0, np.eye(c.depth, dtype=np.float32), c.steps).init),
         params)
-    chunk = train.batches(c, lang, seeds, 0, c.log_every)
+    # The training chunk draws its batches inside from (seed, step): the HMM is an argument.
     _check("_program", train._program(c, graphdef, c.steps), params, rest, opt_state, lrs,
-           mats, chunk)
+           mats, np.asarray(seeds, np.int32), hmm_lib.device_hmm(lang),
+           train.step_indices(0, c.log_every))
     val = lm_train.next_token_batch(hmm_lib.sample(lang, c.val_size, c.seq_len + 1,
                                                    seed=train.VAL_SEED))
     probe = lm_train.next_token_batch(hmm_lib.sample(lang, c.probe_size, c.seq_len + 1,

@@ -1,13 +1,16 @@
-"""The replica program: vmapped == one by one, base arm == optax AdamW, determinism,
-resume, config errors."""
+"""The replica program: vmapped == one by one, base arm == optax AdamW, batches drawn in the
+program == the batches of ``train.batches``, determinism, resume, config errors."""
 
 import jax
 import numpy as np
 import optax
 import pytest
 
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import testing
 from icml26_jax.core.optim import promotion_safe
 from icml26_jax.grad_smoothing import configs, train
+from icml26_jax.lm import hmm as hmm_lib
 from icml26_jax.lm import train as lm_train
 from tests.compile_passes import module_fixture
 
@@ -83,6 +86,40 @@ def test_batches_paired_and_deterministic():
     np.testing.assert_array_equal(a["tokens"][:, 0], b["tokens"][:, 0])
     assert not np.array_equal(a["tokens"][:, 0], a["tokens"][:, 2])
     assert a["tokens"].shape == (2, 3, c.batch_size, c.seq_len)
+    # A pure function of (seed, step): the chunking does not matter, steps differ.
+    longer = train.batches(c, lang, [1], 1, 4)
+    np.testing.assert_array_equal(longer["tokens"][2:, 0], a["tokens"][:, 2])
+    assert not np.array_equal(longer["tokens"][0], longer["tokens"][1])
+    np.testing.assert_array_equal(a["targets"][..., :-1], a["tokens"][..., 1:])
+    assert a["tokens"].min() >= 0 and a["tokens"].max() < c.hmm.vocab_size
+
+
+def test_program_draws_the_batches_it_would_be_given():
+    """The training program, its replicas sharded over 3 devices, draws inside exactly the
+    batches of ``train.batches`` (the preloaded program fed them gives the same numbers)."""
+    c = _tiny()
+    lang = train.language(c)
+    seeds, arms = [0, 0, 1], ["base", "smoothed", "base"]
+    g, p, r = train.build(c, seeds)
+    mats = np.stack([train.arm_matrix(c, a) for a in arms]).astype(np.float32)
+    lr = np.full(3, 2e-3, np.float32)
+    chunk = train.batches(c, lang, seeds, 2, 2)
+    init = jax.vmap(promotion_safe(train.make_tx(c, 1.0, np.eye(c.depth, dtype=np.float32),
+                                                 c.steps)).init)
+    copy = lambda t: jax.tree.map(np.array, t)  # noqa: E731  (the programs donate)
+    want = train._program(c, g, c.steps, preloaded=True)(copy(p), r, init(p), lr, mats, chunk)
+    mesh = mesh_lib.runs_mesh(3)
+    shard = lambda t: mesh_lib.shard_replicas(t, mesh, 3)  # noqa: E731
+    with jax.set_mesh(mesh):
+        hmm = jax.tree.map(lambda x: mesh_lib.replicate(np.asarray(x), mesh),
+                           hmm_lib.device_hmm(lang))
+        got = train._program(c, g, c.steps)(
+            shard(copy(p)), shard(r), shard(init(p)), shard(lr), shard(mats),
+            shard(np.asarray(seeds, np.int32)), hmm,
+            mesh_lib.replicate(train.step_indices(2, 2), mesh))
+        got = mesh_lib.to_host(got, 3)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)  # losses [R, n]
+    testing.tree_allclose(got[0], jax.tree.map(np.asarray, want[0]), atol=1e-7, rtol=1e-6)
 
 
 class _Killed(Exception):
@@ -96,16 +133,16 @@ def test_train_resumes(tmp_path, monkeypatch):
     kw = dict(ckpt_dir=str(tmp_path / "r"), name="r")
     full = train.train_replicas(c, lang, [0], [2e-3], ["smoothed"],
                                 ckpt_dir=str(tmp_path / "f"), name="f")
-    real = train.batches
+    real = train.step_indices
     calls = []
 
-    def dying(c_, lang_, seeds, start, n):
+    def dying(start, n):
         calls.append(start)
         if len(calls) == 2:
             raise _Killed
-        return real(c_, lang_, seeds, start, n)
+        return real(start, n)
 
-    monkeypatch.setattr(train, "batches", dying)
+    monkeypatch.setattr(train, "step_indices", dying)
     with pytest.raises(_Killed):
         train.train_replicas(c, lang, [0], [2e-3], ["smoothed"], **kw)
     calls.clear()
