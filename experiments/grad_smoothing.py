@@ -20,7 +20,7 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
                         "icml26_jax", "grad_smoothing", "configs.py")
 COMMON = common.define_flags("grad_smoothing")
 CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke, full).")
+                                         "after ':', one of default, smoke, full, gpu).")
 
 
 def main(argv):
