@@ -80,7 +80,8 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
                        yarn_beta=32.0)
     c.analysis_size = 64  # sequences at L0 for the head-role analysis
     # T3 (``tasks`` containing "t3"; the full and gpu variants): LM on the shared HMM language.
-    # Training batches drawn on device by lm.hmm.sample_jax from (seed, step) (issue 43); previous protocol used the NumPy sampler.
+    # Training batches drawn on device by lm.hmm.sample_jax from (seed, step) (issue 43);
+    # the previous protocol used the NumPy sampler.
     c.lm = dict(arms=("rope", "nope", "partial-0.25", "prope-0.75", "adarope"), num_states=32,
                 vocab_size=64, concentration=0.02, hmm_seed=0, steps=3000,
                 eval_lens=(32, 128, 256), eval_size=256, continue_steps=300)

@@ -57,7 +57,8 @@ def get_config(variant: str = "default") -> ml_collections.ConfigDict:
     c.eval_seeds = (0, 1, 2, 3, 4)
     c.opt = dict(b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0, warmup_frac=0.05,
                  final_lr_frac=0.1, momentum=0.9, muon_beta=0.95, adam_lr=2e-3)
-    # Training batches drawn on device by lm.hmm.sample_jax from (seed, step) (issue 43); previous protocol used the NumPy sampler.
+    # Training batches drawn on device by lm.hmm.sample_jax from (seed, step) (issue 43);
+    # the previous protocol used the NumPy sampler.
     c.hmm = dict(num_states=128, vocab_size=64, num_successors=4, num_emissions=8,
                  concentration=0.5, seed=0)
     c.val_size = 256
