@@ -30,7 +30,8 @@ def main(argv):
     import jax
 
     # Prefix sums over 10^4-10^5 samples need float64 (spec, Pitfall 8).
-    common.enable_float64("atc_cusum", "prefix sums over 10^4-10^5 samples")
+    common.require_float64("atc_cusum", "prefix sums over 10^4-10^5 samples")
+    jax.config.update("jax_enable_x64", True)
     from icml26_jax.atc_cusum import train
 
     config = CONFIG.value

@@ -33,7 +33,8 @@ def main(argv):
     import jax
 
     # CG to 1e-8 with a 1e-2 nugget and the SLQ log terms need float64 (spec §Pitfalls).
-    common.enable_float64("gp2scale", "CG to 1e-8 with a 1e-2 nugget and the SLQ log terms")
+    common.require_float64("gp2scale", "CG to 1e-8 with a 1e-2 nugget and the SLQ log terms")
+    jax.config.update("jax_enable_x64", True)
     from icml26_jax.gp2scale import configs, train
 
     config = CONFIG.value

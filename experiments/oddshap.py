@@ -35,7 +35,8 @@ def main(argv):
     import jax
 
     # The Shapley regression, spectra and exact ground truth are float64 (spec §Pitfalls).
-    common.enable_float64("oddshap", "the Shapley regression, spectra and exact ground truth")
+    common.require_float64("oddshap", "the Shapley regression, spectra and exact ground truth")
+    jax.config.update("jax_enable_x64", True)
     from icml26_jax.oddshap import configs, train
 
     config = CONFIG.value

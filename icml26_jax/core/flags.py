@@ -91,9 +91,10 @@ def require_positive_ints(config, names) -> None:
 TPU_FLOAT64_ENV = "ICML26_ALLOW_TPU_FLOAT64"
 
 
-def enable_float64(paper: str, why: str, backend: str | None = None) -> None:
-    """Turns on ``jax_enable_x64`` for a paper whose numerics need float64 (call it in
-    ``main`` after :func:`setup`, before any compute).
+def require_float64(paper: str, why: str, backend: str | None = None) -> None:
+    """Checks that the backend runs float64 natively, for a paper whose numerics need it;
+    the entry script then sets ``jax_enable_x64`` (only entry scripts and tests configure
+    JAX). Call it in ``main`` after :func:`setup`, before any compute.
 
     TPUs have no float64 units: XLA emulates it in software, far slower than float32, and a
     run would not say so. On a TPU backend this raises ``ValueError`` (one ``error:`` line
@@ -115,7 +116,6 @@ def enable_float64(paper: str, why: str, backend: str | None = None) -> None:
             f"{paper} needs float64 ({why}), which TPUs only emulate in software; run it on "
             f"CPU or GPU (JAX_PLATFORMS=cpu or cuda), or set {TPU_FLOAT64_ENV}=1 to accept "
             "the slow emulation")
-    jax.config.update("jax_enable_x64", True)
 
 
 def _fail(message: str):
