@@ -11,6 +11,8 @@ backbone trains only the PE group).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import optax
 
@@ -73,3 +75,21 @@ def make_optimizer(config, *, train: str = "all") -> optax.GradientTransformatio
     return promotion_safe(optax.chain(
         freeze, optax.clip_by_global_norm(config.clip),
         optax.partition({"pe": optax.adam(pe_sched, **betas), **net}, pe_param_labels)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Opt:
+    lr: float
+    pe_lr: float
+    weight_decay: float
+    b1: float
+    b2: float
+    clip: float
+    warmup_frac: float
+    steps: int
+
+
+def dict_config(opt, *, steps: int) -> _Opt:
+    """The optimiser settings of ``config.opt`` with the step count of a stage."""
+    return _Opt(steps=steps, **{k: opt[k] for k in ("lr", "pe_lr", "weight_decay", "b1", "b2",
+                                                    "clip", "warmup_frac")})

@@ -22,10 +22,8 @@ drawn inside the training program (:class:`LMStream`: ``lm.hmm.sample_jax`` from
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +32,10 @@ from absl import logging
 from flax import nnx
 
 from icml26_jax.adarope import analysis, baselines, configs, optim, report, rope, tasks
+from icml26_jax.adarope.lm_stream import (  # noqa: F401  (re-exported: train's T3 API)
+    LM_CONTINUE_SALT, LM_DATA_PROTOCOL, LM_PRETRAIN_SALT, LMStream, _lm_batches, lm_batches,
+    lm_language, step_indices)
+from icml26_jax.adarope.optim import dict_config  # noqa: F401  (re-exported)
 from icml26_jax.core import checkpoint, distributed, results
 from icml26_jax.core import mesh as mesh_lib
 from icml26_jax.lm import hmm as hmm_lib
@@ -507,79 +509,6 @@ def _lm_eval_sets(c, hmm_lang, lengths) -> dict:
         hmm_lib.sample(hmm_lang, c.lm.eval_size, T + 1, seed=EVAL_SEED + T)) for T in lengths}
 
 
-# Folded into a model seed's key before the step, one per T3 stream: the streams are apart
-# from each other and from the one ``nnx.Rngs(seed)`` initialises the models from.
-LM_PRETRAIN_SALT = 3
-LM_CONTINUE_SALT = 5
-# In the T3 checkpoint fingerprints: a directory written with the previous (host NumPy) T3
-# stream is refused instead of resumed with a different one.
-LM_DATA_PROTOCOL = "hmm.sample_jax(fold_in(fold_in(key(seed), salt), step))"
-
-
-def step_indices(start: int, n: int) -> np.ndarray:
-    """``[n]`` int32 global step indices of the chunk that starts at ``start``."""
-    return np.arange(start, start + n, dtype=np.int32)
-
-
-def lm_key(seed, salt, step):
-    """The key of a T3 training batch: a pure function of (seed, stream salt, step), never of
-    the arm (all may be traced ints)."""
-    return jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), salt), step)
-
-
-def lm_batches(hmm, seeds, steps, salt, batch_size: int, length: int) -> dict:
-    """Next-token batches ``[N, n, B, length]`` of models with ``seeds [N]`` at ``steps [n]``,
-    drawn by :func:`~icml26_jax.lm.hmm.sample_jax`; traceable (``hmm`` from
-    ``hmm.device_hmm``).
-
-    Inside a program over models sharded on ``RUNS`` the sampler runs through
-    ``core.mesh.auto_over_runs`` (auto sharding mode, output sharded like the models).
-    """
-    def draw(seeds_, hmm_, steps_):
-        def one(s, t):
-            return lm_train.next_token_batch(
-                hmm_lib.sample_jax(lm_key(s, salt, t), hmm_, batch_size, length + 1))
-
-        return jax.vmap(lambda s: jax.vmap(lambda t: one(s, t))(steps_))(seeds_)
-
-    return mesh_lib.auto_over_runs(draw, seeds, hmm, steps)
-
-
-@functools.lru_cache(maxsize=8)
-def _lm_sampler(salt: int, batch_size: int, length: int):
-    """jit(seeds [N], hmm, steps [n]) -> batches ``[n, N, B, T]`` (what the program draws)."""
-    return jax.jit(lambda s, h, t: jax.tree.map(
-        lambda x: jnp.moveaxis(x, 0, 1), lm_batches(h, s, t, salt, batch_size, length)))
-
-
-class LMStream(NamedTuple):
-    """Fresh T3 training batches, drawn inside the training program: model n's batch at step
-    t is ``hmm.sample_jax(lm_key(seeds[n], salt, t), hmm, batch_size, length + 1)`` as a
-    next-token batch. Models of one seed (every arm) get the same batches.
-
-    Calling it, ``stream(start, n)``, gives those batches on the host, ``[n, N, B, T]``
-    (tests, benchmarks); :func:`_train` instead passes the HMM to the program.
-    """
-
-    hmm: hmm_lib.HMM
-    seeds: np.ndarray  # [N] the seed of every model
-    salt: int
-    length: int
-    batch_size: int
-
-    def __call__(self, start: int, n: int) -> dict:
-        out = _lm_sampler(int(self.salt), int(self.batch_size), int(self.length))(
-            np.asarray(self.seeds, np.int32), hmm_lib.device_hmm(self.hmm),
-            step_indices(start, n))
-        return {k: np.asarray(v) for k, v in out.items()}
-
-
-def _lm_batches(hmm_lang, seeds, index, length, batch_size, *, salt: int) -> LMStream:
-    """Fresh HMM batches per (seed, step) for models ``n`` of seed ``seeds[index[n]]``."""
-    return LMStream(hmm_lang, np.asarray([seeds[i] for i in index], np.int32), int(salt),
-                    int(length), int(batch_size))
-
-
 def _lm_pool_batches(seeds, index, batch_size, *, salt: int, pool):
     """Host batches ``[n, N, B, T]`` of rows of a fixed ``pool`` per seed (``{seed: tokens
     [M, T+1]}``), the rows a pure function of (seed, salt, step)."""
@@ -596,14 +525,6 @@ def _lm_pool_batches(seeds, index, batch_size, *, salt: int, pool):
         return _expand(stacked, index, 1)
 
     return fn
-
-
-def lm_language(c) -> hmm_lib.HMM:
-    """T3's HMM language (``config.lm``)."""
-    L = c.lm
-    return hmm_lib.make_hmm(L.num_states, L.vocab_size, seed=L.hmm_seed,
-                            trans_concentration=L.concentration,
-                            emit_concentration=L.concentration)
 
 
 def lm_stage(c, seeds, ckroot: str, fp: int) -> dict:
@@ -666,21 +587,3 @@ def _set_rows(full, rows, part):
         return f
 
     return jax.tree.map(one, full, part)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Opt:
-    lr: float
-    pe_lr: float
-    weight_decay: float
-    b1: float
-    b2: float
-    clip: float
-    warmup_frac: float
-    steps: int
-
-
-def dict_config(opt, *, steps: int) -> _Opt:
-    """The optimiser settings of ``config.opt`` with the step count of a stage."""
-    return _Opt(steps=steps, **{k: opt[k] for k in ("lr", "pe_lr", "weight_decay", "b1", "b2",
-                                                    "clip", "warmup_frac")})
