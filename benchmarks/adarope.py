@@ -35,7 +35,6 @@ Ratios are what to read; absolute times on shared CPUs are noise.
 
 import json
 import os
-import platform
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,16 +151,6 @@ def _host_lm_batches(c, lang, seeds, index, start: int, n: int) -> dict:
     return train._expand(stacked, index, 1)
 
 
-def _rounds(fns, repeats: int) -> list[float]:
-    """Median seconds of each of ``fns`` over ``repeats`` rounds, one timed call of each per
-    round after one warm-up each, so the load of a shared machine hits all alike."""
-    for fn in fns:
-        jax.block_until_ready(fn())
-    rounds = [[timing.median_seconds(fn, repeats=1, warmup=0) for fn in fns]
-              for _ in range(repeats)]
-    return [float(v) for v in np.median(rounds, axis=0)]
-
-
 def data_case(repeats: int) -> dict:
     """One chunk of 15 models at the default config: T3 batches drawn inside vs preloaded vs
     the previous host sampler; T1 (MQAR) host build vs training."""
@@ -220,7 +209,7 @@ def data_case(repeats: int) -> dict:
                 return run
 
             names = list(programs)
-            for k, v in zip(names, _rounds([runner(k) for k in names], repeats)):
+            for k, v in zip(names, timing.alternating_medians([runner(k) for k in names], repeats)):
                 r[f"{k}_s"] = v
             if task == "t3":  # the in-chunk sampler alone, on the same devices
                 sampler = jax.jit(lambda s, h, t: train.lm_batches(
@@ -268,12 +257,6 @@ def rope_entries(quick: bool, repeats: int) -> dict:
     return res
 
 
-def _machine() -> dict:
-    return {"platform": platform.platform(), "jax": jax.__version__,
-            "devices": str(jax.devices()[0]), "device_count": jax.device_count(),
-            "cpus": os.cpu_count()}
-
-
 def main(argv):
     del argv
     entry = "rope" if QUICK.value and ENTRY.value == "all" else ENTRY.value
@@ -292,10 +275,10 @@ def main(argv):
         r = rope_entries(quick, repeats)
         targets.update(r.pop("targets"))
         res.update(r)
-        res["machine"] = _machine()
+        res["machine"] = timing.machine()
     if entry in ("all", "data"):
         d = data_case(CHUNK_REPEATS.value)
-        d["machine"] = _machine()
+        d["machine"] = timing.machine()
         res["data"] = d
         t3, t1 = d["t3"], d["t1"]
         print(results.format_table(

@@ -28,7 +28,6 @@ Ratios are what to read; absolute times on shared CPUs are noise.
 
 import json
 import os
-import platform
 import sys
 import time
 
@@ -148,13 +147,9 @@ def data_case(repeats: int) -> dict:
             state["pre"][:] = [p, o]
             return loss
 
-        # One warm-up (compilation) each, then the two programs alternate, one timed chunk
-        # each per round, so the load of the shared machine hits both alike.
-        for fn in (run_gen, run_pre):
-            jax.block_until_ready(fn())
-        rounds = [[timing.median_seconds(fn, repeats=1, warmup=0) for fn in (run_gen, run_pre)]
-                  for _ in range(repeats)]
-        out["generated_s"], out["preloaded_s"] = (float(v) for v in np.median(rounds, axis=0))
+        # The two programs alternate, one timed chunk each per round (after a warm-up each).
+        out["generated_s"], out["preloaded_s"] = timing.alternating_medians((run_gen, run_pre),
+                                                                            repeats)
         out["host_sample_s"] = timing.median_seconds(
             lambda: _host_batches(c, lang, seeds, 0, n), repeats=repeats, warmup=0)
         out["host_sample_and_place_s"] = timing.median_seconds(
@@ -204,12 +199,6 @@ def step_entry(quick: bool, repeats: int) -> dict:
     return res
 
 
-def _machine() -> dict:
-    return {"platform": platform.platform(), "jax": jax.__version__,
-            "devices": str(jax.devices()[0]), "device_count": jax.device_count(),
-            "cpus": os.cpu_count()}
-
-
 def main(argv):
     del argv
     entry = "step" if QUICK.value and ENTRY.value == "all" else ENTRY.value
@@ -228,10 +217,10 @@ def main(argv):
         step = step_entry(quick, repeats)
         targets.update(step.pop("targets"))
         res.update(step)
-        res["machine"] = _machine()
+        res["machine"] = timing.machine()
     if entry in ("all", "data"):
         d = data_case(CHUNK_REPEATS.value)
-        d["machine"] = _machine()
+        d["machine"] = timing.machine()
         res["data"] = d
         print(results.format_table(
             [[d["replicas"], d["chunk_steps"], d["generated_s"], d["preloaded_s"],

@@ -23,6 +23,18 @@ def median_seconds(fn, *args, repeats: int, warmup: int = 1) -> float:
     return float(np.median(times))
 
 
+def alternating_medians(fns, repeats: int) -> list[float]:
+    """Median seconds of each of ``fns`` (no arguments) over ``repeats`` rounds, one
+    synchronised call of each per round after one untimed warm-up call each (compilation),
+    so the load of a shared machine hits every function alike."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for fn in fns:
+        jax.block_until_ready(fn())
+    rounds = [[median_seconds(fn, repeats=1, warmup=0) for fn in fns] for _ in range(repeats)]
+    return [float(v) for v in np.median(rounds, axis=0)]
+
+
 # Planning model of one H100 for the ``gpu`` config variants (issue 43). Effective float32
 # throughput: XLA's default precision runs float32 matmuls as TF32 on Hopper (~495 TFLOP/s
 # dense peak), and the models here are small (d_model <= 512), whose steps reach a few
@@ -59,3 +71,14 @@ def h100_seconds(flops_per_step: float, steps: int) -> float:
     if flops_per_step < 0 or steps < 0:
         raise ValueError(f"flops_per_step and steps must be >= 0, got {flops_per_step}, {steps}")
     return float(steps) * (float(flops_per_step) / H100_EFFECTIVE_FLOPS + H100_STEP_OVERHEAD_S)
+
+
+def machine() -> dict:
+    """What a benchmark ran on, stored beside its timings: platform, JAX version, first
+    device, device and CPU counts."""
+    import os
+    import platform
+
+    return {"platform": platform.platform(), "jax": jax.__version__,
+            "devices": str(jax.devices()[0]), "device_count": jax.device_count(),
+            "cpus": os.cpu_count()}

@@ -32,3 +32,13 @@ def test_h100_seconds_is_the_documented_formula_and_rejects_negatives():
     assert timing.h100_seconds(4e12, 500) == pytest.approx(want)
     with pytest.raises(ValueError, match="flops_per_step"):
         timing.h100_seconds(-1.0, 10)
+
+
+def test_alternating_medians_calls_every_function_in_rounds_after_a_warm_up():
+    calls = []
+    fns = [lambda: calls.append("a") or jnp.zeros(()), lambda: calls.append("b") or jnp.ones(())]
+    out = timing.alternating_medians(fns, repeats=3)
+    assert len(out) == 2 and all(t >= 0 for t in out)
+    assert calls == ["a", "b"] * 4  # one warm-up each, then 3 alternating rounds
+    with pytest.raises(ValueError, match="repeats"):
+        timing.alternating_medians(fns, repeats=0)
