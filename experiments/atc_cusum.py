@@ -12,15 +12,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "atc_cusum", "configs.py")
 COMMON = common.define_flags("atc_cusum")
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke, full).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke, full).")
 CSV_GLOB = flags.DEFINE_string("csv_glob", "", "User-supplied series (CSV with a header, "
                                "e.g. NAB realAWSCloudwatch/*.csv): adds the 'csv' suite.")
 

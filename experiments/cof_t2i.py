@@ -16,7 +16,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
@@ -27,8 +26,8 @@ COMMON = common.define_flags("cof_t2i")
 # DiT step ~30 % slower (0.084 vs 0.064 s for cof). --num_cpu_devices=8 shards sampling over
 # a DATA mesh instead (the tests check the sharded loss against the unsharded one).
 flags.FLAGS.set_default("num_cpu_devices", 1)
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke, gpu).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke, gpu).")
 
 
 def main(argv):

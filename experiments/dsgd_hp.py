@@ -17,15 +17,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "dsgd_hp", "configs.py")
 COMMON = common.define_flags("dsgd_hp")
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke, full).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke, full).")
 USERS = flags.DEFINE_integer("users", None, "Number of simulated users U (the largest n); "
                              "overrides config.users. A power of two (>= 32 for default/full).")
 DATA_PATH = flags.DEFINE_string("data_path", None, "Optional .npz with X [N, D] and y [N] to "

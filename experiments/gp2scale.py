@@ -15,7 +15,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
@@ -24,8 +23,8 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 COMMON = common.define_flags("gp2scale")
 # The sparse mat-mats do not shard over simulated devices; one CPU device by default.
 flags.FLAGS.set_default("num_cpu_devices", 1)
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke).")
 
 
 def main(argv):

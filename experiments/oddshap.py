@@ -16,7 +16,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
@@ -26,8 +25,8 @@ COMMON = common.define_flags("oddshap")
 # Simulated CPU devices share the same cores: one CPU device by default. With more devices
 # (--num_cpu_devices, GPUs, several processes) each cell's seeds x explicands shard over all.
 flags.FLAGS.set_default("num_cpu_devices", 1)
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke).")
 
 
 def main(argv):

@@ -12,15 +12,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "rank_learner", "configs.py")
 COMMON = common.define_flags("rank_learner")
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke).")
 
 
 def main(argv):

@@ -18,7 +18,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 from icml26_jax.core import flags as common  # noqa: E402
 
@@ -27,8 +26,8 @@ _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 COMMON = common.define_flags("trace")
 # One small model on one device: the 8 simulated CPU devices would only split the 2 cores.
 flags.FLAGS.set_default("num_cpu_devices", 1)
-CONFIG = config_flags.DEFINE_config_file("config", _CONFIGS, "Experiment config (variant "
-                                         "after ':', one of default, smoke, paper).")
+CONFIG = common.define_config(_CONFIGS, "Experiment config (variant "
+                              "after ':', one of default, smoke, paper).")
 
 
 def main(argv):

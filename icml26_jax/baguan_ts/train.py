@@ -41,9 +41,9 @@ BRANCHES = ("co_on", "co_off")
 
 def normalise_config(c) -> None:
     """Flag strings to their types (``--config.real_tasks=nile,co2``)."""
-    c.train.horizons = as_tuple(c.train.horizons, int)
-    c.real_tasks = as_tuple(c.real_tasks, str)
-    c.seeds = as_tuple(c.seeds, int)
+    c.train.horizons = as_tuple(c.train.horizons, int, name="train.horizons")
+    c.real_tasks = as_tuple(c.real_tasks, str, name="real_tasks")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
 
 
 def validate_config(c) -> None:

@@ -449,8 +449,8 @@ def evaluate_arm(c, name, graphdef, params, ae, test_rows, val_rows, key) -> dic
 def normalise_config(c) -> None:
     from icml26_jax.core.flags import as_tuple
 
-    c.arms = as_tuple(c.arms, lambda v: str(v).strip())
-    c.seeds = as_tuple(c.seeds, int)
+    c.arms = as_tuple(c.arms, lambda v: str(v).strip(), name="arms")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
     c.cfg = str(c.cfg)
 
 

@@ -3,11 +3,11 @@
 Usage in ``experiments/<paper>.py``::
 
     from icml26_jax.core import flags as common
-    FLAGS = common.define_flags("dsgd_hp")          # --workdir, --seed, distributed flags
-    _CONFIG = config_flags.DEFINE_config_file("config", "icml26_jax/dsgd_hp/configs.py")
+    COMMON = common.define_flags("dsgd_hp")         # --workdir, --seed, distributed flags
+    CONFIG = common.define_config("icml26_jax/dsgd_hp/configs.py", "Experiment config.")
 
     def main(argv):
-        common.setup(argv)                          # rejects extra argv, initialises JAX
+        common.setup(argv, COMMON)                  # rejects extra argv, initialises JAX
         ...
 
     if __name__ == "__main__":
@@ -16,7 +16,11 @@ Usage in ``experiments/<paper>.py``::
 
 from __future__ import annotations
 
+import difflib
+import logging as pylogging
+import os
 import sys
+import tempfile
 from typing import NamedTuple
 
 from absl import app, flags, logging
@@ -33,9 +37,16 @@ class CommonFlags(NamedTuple):
     num_cpu_devices: flags.FlagHolder
 
 
+def _calling_module() -> str:
+    """The module name absl files the caller's flags under (``sys.argv[0]`` for a script)."""
+    name = sys._getframe(2).f_globals.get("__name__", "")
+    return sys.argv[0] if name == "__main__" else name
+
+
 def define_flags(paper: str) -> CommonFlags:
-    """Defines the shared flags; ``--workdir`` defaults to ``runs/<paper>``."""
-    return CommonFlags(
+    """Defines the shared flags; ``--workdir`` defaults to ``runs/<paper>``. They are key
+    flags of the calling script, so its ``--help`` lists them beside its own."""
+    common = CommonFlags(
         workdir=flags.DEFINE_string("workdir", f"runs/{paper}", "Where results.json, figures "
                                     "and checkpoints go; an existing run there is resumed."),
         seed=flags.DEFINE_integer("seed", 0, "Random seed of the run (noise, data order, init)."),
@@ -47,6 +58,65 @@ def define_flags(paper: str) -> CommonFlags:
             "num_cpu_devices", 8, "Simulated devices per process on the CPU backend "
             "(ignored on GPU/TPU, where the devices present are used).", lower_bound=1),
     )
+    module = _calling_module()
+    for holder in common:
+        flags.FLAGS.register_key_flag_for_module(module, flags.FLAGS[holder.name])
+    return common
+
+
+def _load_config_file(path: str):
+    """The config a ``--config=<file>[:<variant>]`` argument (or the default ``path``) names,
+    loaded as ml_collections does: the file's ``get_config([variant])``."""
+    import importlib.util
+
+    for arg in sys.argv[1:]:
+        if arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+    file, _, variant = path.partition(":")
+    spec = importlib.util.spec_from_file_location("_icml26_config", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(variant) if variant else module.get_config()
+
+
+def unknown_config_field(config, overrides) -> str | None:
+    """The error message for the first ``--config.<a.b.c>`` override whose path is not a
+    field of ``config``, naming the closest valid names; None when every path exists."""
+    for arg in overrides:
+        path = arg[len("--config."):].split("=", 1)[0]
+        node, parts = config, path.split(".")
+        for i, part in enumerate(parts):
+            keys = list(node.keys()) if hasattr(node, "keys") else []
+            if part in keys:
+                node = node[part]
+                continue
+            where = "config." + ".".join(parts[:i]) if i else "config"
+            close = difflib.get_close_matches(part, keys, n=3, cutoff=0.5)
+            hint = (f"closest: {', '.join(close)}" if close
+                    else f"fields: {', '.join(sorted(keys))}" if keys else "not a config")
+            return f"--config.{path}: {where} has no field {part!r} ({hint})"
+    return None
+
+
+def define_config(path: str, help_text: str):
+    """``config_flags.DEFINE_config_file("config", path, help_text)``. ml_collections reads
+    the ``--config.<field>`` overrides of ``sys.argv`` here, at definition: an unknown field
+    ends with one ``error:`` line naming it and the closest valid names (exit 2) instead of
+    a chained traceback."""
+    from ml_collections import config_flags
+
+    try:
+        return config_flags.DEFINE_config_file("config", path, help_text)
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        overrides = [a for a in sys.argv[1:] if a.startswith("--config.")]
+        try:
+            message = unknown_config_field(_load_config_file(path), overrides)
+        except Exception:  # noqa: BLE001 - the config file itself fails: report e below
+            message = None
+        if message is None:
+            lines = [line.strip() for line in str(e).strip("'\"").splitlines() if line.strip()]
+            message = f"{' '.join(overrides) or '--config'}: {lines[-1] if lines else e!r}"
+        _fail(message)
 
 
 def setup(argv, common: CommonFlags) -> None:
@@ -66,17 +136,32 @@ def setup(argv, common: CommonFlags) -> None:
                  jax.device_count(), jax.default_backend())
 
 
-def as_tuple(value, cast=str) -> tuple:
+def as_tuple(value, cast=str, name: str | None = None) -> tuple:
     """A config list field as a tuple of ``cast`` values.
 
     ``--config.parts=a,b`` reaches an ml_collections tuple field as the string ``"a,b"`` or
     as the 1-tuple ``("a,b",)``; either, a proper tuple, or a mix becomes ``(cast("a"),
     cast("b"))``. Empty items are dropped.
+
+    Raises:
+      ValueError: an item ``cast`` rejects; the message names ``--config.<name>`` when
+        ``name`` is given.
     """
     items = [value] if isinstance(value, str) else list(value)
     items = [x for s in items for x in (s.split(",") if isinstance(s, str) else [s])]
-    return tuple(cast(x.strip() if isinstance(x, str) else x) for x in items
-                 if str(x).strip())
+    out = []
+    for x in items:
+        if not str(x).strip():
+            continue
+        try:
+            out.append(cast(x.strip() if isinstance(x, str) else x))
+        except (TypeError, ValueError) as e:
+            kind = getattr(cast, "__name__", "")
+            items_of = f"{kind}s" if kind in ("int", "float", "str") else "valid items"
+            field = f"--config.{name}" if name else "a list field"
+            raise ValueError(f"{field} must be a comma-separated list of {items_of}, got "
+                             f"{value!r} ({e})") from None
+    return tuple(out)
 
 
 def require_positive_ints(config, names) -> None:
@@ -123,6 +208,20 @@ def _fail(message: str):
     sys.exit(2)
 
 
+def probe_workdir(workdir: str | None) -> None:
+    """Creates ``workdir`` and checks that a file can be written there, before any compute;
+    raises ``ValueError`` naming ``--workdir`` otherwise. None (no workdir flag) passes."""
+    if not workdir:
+        return
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=workdir, prefix=".probe."):
+            pass
+    except OSError as e:
+        raise ValueError(f"--workdir={workdir}: cannot write there "
+                         f"({e.strerror or e}: {e.filename or workdir})") from None
+
+
 def _parse_flags(argv):
     """absl flag parsing whose errors are one ``error: ...`` line (exit 2), no traceback."""
     try:
@@ -134,17 +233,24 @@ def _parse_flags(argv):
 
 
 def run(main) -> None:
-    """``app.run(main)``: bad flags and a ``ValueError`` from ``main`` end with one
-    ``error: ...`` line on stderr and exit code 2."""
+    """``app.run(main)``: bad flags, an unwritable ``--workdir`` (probed by process 0 before
+    ``main``) and a ``ValueError`` from ``main`` end with one ``error: ...`` line on stderr
+    and exit code 2."""
 
     def _main(argv):
         try:
+            if "workdir" in flags.FLAGS and (
+                    "process_id" not in flags.FLAGS or flags.FLAGS.process_id == 0):
+                probe_workdir(flags.FLAGS.workdir)
             return main(argv)
         except ValueError as e:
             _fail(str(e))
 
     import jax
 
+    # JAX logs one INFO line per platform it cannot start (libtpu on every GPU or CPU
+    # machine): noise before a run's own log and before an ``error:`` line.
+    pylogging.getLogger("jax._src.xla_bridge").setLevel(pylogging.WARNING)
     jax.config.parse_flags_with_absl()
     app.run(_main, flags_parser=_parse_flags)
 

@@ -1,6 +1,6 @@
 """``results.json`` of a run, the claims it checks, and plain-text tables of both.
 
-Every run writes ``<workdir>/results.json`` (CONVENTIONS.md, Experiments and results)::
+Every run writes ``<workdir>/results.json``::
 
     claims = [results.at_least("speedup", speedup, 1.5),
               results.in_range("final_loss", loss, 0.0, 0.1)]
@@ -117,6 +117,13 @@ def to_jsonable(tree):
     raise TypeError(f"cannot convert {type(tree).__name__} to JSON: {tree!r}")
 
 
+def _file_mode() -> int:
+    """The mode ``open`` gives a new file under the current umask (0644 under umask 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_results(workdir: str | os.PathLike, *, paper: str, variant: str, seed: int, config,
                   metrics, claims: Sequence[Claim | Mapping], runtime_s: float,
                   **extra) -> str | None:
@@ -150,6 +157,7 @@ def write_results(workdir: str | os.PathLike, *, paper: str, variant: str, seed:
         with os.fdopen(fd, "w") as f:
             json.dump(d, f, indent=2, allow_nan=False)
             f.write("\n")
+        os.chmod(tmp, _file_mode())  # mkstemp makes it 0600; results are for every reader
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -58,7 +58,7 @@ def best_size(entry: dict) -> str:
 def summarise(c, runs: list[dict], pareto: dict, floor: tuple[float, float]) -> dict:
     """Metrics of the study: the IsoFLOP table, best sizes, L*, the MDLM pair differences,
     fits (>= 3 budgets), the Pareto table and its frontier."""
-    sizes, fams = as_tuple(c.sizes, str), as_tuple(c.families, str)
+    sizes, fams = as_tuple(c.sizes, str, name="sizes"), as_tuple(c.families, str, name="families")
     iso = isoflop_table(runs, sizes, fams)
     budgets = sorted(iso)
     m = {"floor": floor[0], "floor_se": floor[1], "budgets": budgets,
@@ -142,8 +142,8 @@ def claims(m: dict, c) -> list[results.Claim]:
     """The claims the variant evaluates (spec §Claims; thresholds fixed before any run)."""
     if c.variant == "smoke":
         return []
-    fams = as_tuple(c.families, str)
-    sizes = as_tuple(c.sizes, str)
+    fams = as_tuple(c.families, str, name="families")
+    sizes = as_tuple(c.sizes, str, name="sizes")
     budgets = m["budgets"]
     full = c.variant in ("full", "gpu")  # the gpu variant runs the full grid
     out = []

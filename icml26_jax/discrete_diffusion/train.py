@@ -47,31 +47,31 @@ SAMPLERS = {"ar": samplers.ar_sample, "mdlm": samplers.mdlm_sample,
 
 def normalise_config(c) -> None:
     """List fields given as ``a,b`` strings become tuples (in place)."""
-    c.budgets = as_tuple(c.budgets, float)
-    c.sizes = as_tuple(c.sizes, str)
-    c.families = as_tuple(c.families, str)
-    c.sample_steps = as_tuple(c.sample_steps, int)
-    c.pareto_budgets = as_tuple(c.pareto_budgets, float)
+    c.budgets = as_tuple(c.budgets, float, name="budgets")
+    c.sizes = as_tuple(c.sizes, str, name="sizes")
+    c.families = as_tuple(c.families, str, name="families")
+    c.sample_steps = as_tuple(c.sample_steps, int, name="sample_steps")
+    c.pareto_budgets = as_tuple(c.pareto_budgets, float, name="pareto_budgets")
 
 
 def validate_config(c) -> None:
     """Raises ``ValueError`` naming the first bad field of config ``c``."""
     if c.variant not in configs.VARIANTS:
         raise ValueError(f"variant must be one of {configs.VARIANTS}, got {c.variant!r}")
-    budgets = as_tuple(c.budgets, float)
+    budgets = as_tuple(c.budgets, float, name="budgets")
     if not budgets or min(budgets) <= 0:
         raise ValueError(f"budgets must be a non-empty list of FLOPs > 0, got {c.budgets!r}")
-    sizes = as_tuple(c.sizes, str)
+    sizes = as_tuple(c.sizes, str, name="sizes")
     bad = [s for s in sizes if s not in model_lib.SIZES]
     if bad or not sizes or len(set(sizes)) != len(sizes):
         raise ValueError(f"sizes must be distinct entries of {tuple(model_lib.SIZES)}, got "
                          f"sizes={c.sizes!r}")
-    fams = as_tuple(c.families, str)
+    fams = as_tuple(c.families, str, name="families")
     bad = [f for f in fams if f not in model_lib.FAMILIES]
     if bad or not fams or len(set(fams)) != len(fams):
         raise ValueError(f"families must be distinct entries of {model_lib.FAMILIES}, got "
                          f"families={c.families!r}")
-    steps = as_tuple(c.sample_steps, int)
+    steps = as_tuple(c.sample_steps, int, name="sample_steps")
     if not steps or min(steps) < 1:
         raise ValueError(f"sample_steps must be integers >= 1, got {c.sample_steps!r}")
     for name in ("mdlm_seeds", "other_seeds", "pair_seeds", "batch", "val_size", "val_times",
@@ -247,11 +247,11 @@ class Group(NamedTuple):
 def groups(c, f_fwd: dict) -> list[Group]:
     """The groups of the study; sizes with < ``min_steps`` steps at a budget are dropped
     (``config.steps > 0`` fixes the steps of every run instead: smoke and tests)."""
-    fams = as_tuple(c.families, str)
+    fams = as_tuple(c.families, str, name="families")
     base = 1000 * int(c.seed)
     out = []
-    for C in as_tuple(c.budgets, float):
-        for size in as_tuple(c.sizes, str):
+    for C in as_tuple(c.budgets, float, name="budgets"):
+        for size in as_tuple(c.sizes, str, name="sizes"):
             steps = int(c.steps) or flops.steps_for_budget(C, f_fwd[size], int(c.batch))
             if not int(c.steps) and steps < int(c.min_steps):
                 logging.info("budget %.3g: size %s gets %d < %d steps, dropped", C, size, steps,
@@ -386,7 +386,7 @@ def pareto_points(c, lang, best: dict, seed: int) -> dict:
     n, L, K = int(c.num_samples), int(c.length), vocab_size(c)
     out = {}
     for fam, (graphdef, params) in best.items():
-        Ts = (L,) if fam == "ar" else as_tuple(c.sample_steps, int)
+        Ts = (L,) if fam == "ar" else as_tuple(c.sample_steps, int, name="sample_steps")
         rows = []
         for T in Ts:
             x, sec = sample_family(graphdef, params, fam, n, L, T, seed)
@@ -449,7 +449,7 @@ def run(config, workdir: str) -> dict:
     logging.info("floor H = %.4f +- %.4f nats/token; data unigram entropy %.4f", *floor,
                  data_unigram)
 
-    f_fwd = {s: _forward_flops(s, K, L) for s in as_tuple(c.sizes, str)}
+    f_fwd = {s: _forward_flops(s, K, L) for s in as_tuple(c.sizes, str, name="sizes")}
     gs = groups(c, f_fwd)
     logging.info("%d groups, %d runs", len(gs), sum(len(g.seeds) for g in gs))
     runs, trained = [], {}
@@ -467,9 +467,10 @@ def run(config, workdir: str) -> dict:
         logging.info("group %d/%d %s %s C=%.3g (%d steps): val %s", gi + 1, len(gs), g.size,
                      g.family, g.budget, g.steps, np.round(out["val"], 4))
 
-    iso = analysis.isoflop_table(runs, as_tuple(c.sizes, str), as_tuple(c.families, str))
+    iso = analysis.isoflop_table(runs, as_tuple(c.sizes, str, name="sizes"),
+                                 as_tuple(c.families, str, name="families"))
     pareto = {}
-    pb = as_tuple(c.pareto_budgets, float) or tuple(sorted(iso))
+    pb = as_tuple(c.pareto_budgets, float, name="pareto_budgets") or tuple(sorted(iso))
     for C in pb:
         if C not in iso:
             continue

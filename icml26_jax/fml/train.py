@@ -32,9 +32,9 @@ PAPER = "fml"
 
 
 def normalise_config(c) -> None:
-    c.methods = as_tuple(c.methods, str)
+    c.methods = as_tuple(c.methods, str, name="methods")
     for k in ("domain_counts", "channels", "seeds"):
-        c[k] = as_tuple(c[k], int)
+        c[k] = as_tuple(c[k], int, name=k)
 
 
 def seed_list(c) -> list[int]:

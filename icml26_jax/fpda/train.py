@@ -486,8 +486,8 @@ def normalise_config(c) -> None:
     """Flag strings to tuples (``--config.methods=fpda,no_prompt``, ``--config.seeds=0,1``)."""
     from icml26_jax.core.flags import as_tuple
 
-    c.methods = as_tuple(c.methods, lambda v: str(v).strip())
-    c.seeds = as_tuple(c.seeds, int)
+    c.methods = as_tuple(c.methods, lambda v: str(v).strip(), name="methods")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
 
 
 def needed_nets(methods) -> tuple[str, ...]:

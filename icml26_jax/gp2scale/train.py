@@ -379,9 +379,9 @@ def normalise_config(c) -> None:
     from icml26_jax.core.flags import as_tuple
 
     for k in ("validity_dims", "exact_ns", "scaling_ns", "crop", "seeds"):
-        c[k] = as_tuple(c[k], int)
+        c[k] = as_tuple(c[k], int, name=k)
     for k in ("ls_bounds_px", "sigma2_bounds", "noise_bounds"):
-        c[k] = as_tuple(c[k], float)
+        c[k] = as_tuple(c[k], float, name=k)
 
 
 def run(c: ml_collections.ConfigDict, workdir: str) -> dict:

@@ -44,8 +44,8 @@ MODES = {"qat_ce": "ce", "qat_dkd": "dkd", "grace": "grace"}
 
 def normalise_config(c) -> None:
     """Flag strings to their types (``--config.arms=a,b``, ``--config.tau=3``)."""
-    c.arms = as_tuple(c.arms, str)
-    c.seeds = as_tuple(c.seeds, int)
+    c.arms = as_tuple(c.arms, str, name="arms")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
 
 
 def validate_config(c) -> None:

@@ -40,17 +40,17 @@ METHODS = ("vanilla", "pride", "pride_global_bias", "perm_average", "raw_attenti
 
 def normalise_config(c) -> None:
     """List fields given as ``a,b`` strings become tuples (in place)."""
-    c.settings = as_tuple(c.settings, str)
-    c.train_n = as_tuple(c.train_n, int)
-    c.layers = as_tuple(c.layers, int)
+    c.settings = as_tuple(c.settings, str, name="settings")
+    c.train_n = as_tuple(c.train_n, int, name="train_n")
+    c.layers = as_tuple(c.layers, int, name="layers")
 
 
 def validate_config(c) -> None:
     """Raises ``ValueError`` naming the first bad field of config ``c``."""
     if c.variant not in configs.VARIANTS:
         raise ValueError(f"variant must be one of {configs.VARIANTS}, got {c.variant!r}")
-    bad = [s for s in as_tuple(c.settings, str) if s not in SETTINGS]
-    if bad or not as_tuple(c.settings, str):
+    bad = [s for s in as_tuple(c.settings, str, name="settings") if s not in SETTINGS]
+    if bad or not as_tuple(c.settings, str, name="settings"):
         raise ValueError(f"settings must be a non-empty subset of {tuple(SETTINGS)}, got "
                          f"settings={c.settings!r}")
     if not float(c.tau) > 0:
@@ -72,7 +72,7 @@ def validate_config(c) -> None:
     for name in ("train_steps", "batch", "n_test", "chunk", "num_layers", "d_model"):
         if int(c[name]) < 1:
             raise ValueError(f"{name} must be >= 1, got {name}={c[name]}")
-    tn = as_tuple(c.train_n, int)
+    tn = as_tuple(c.train_n, int, name="train_n")
     if not tn or min(tn) < 2 or max(tn) > data.MAX_N:
         raise ValueError(f"train_n must be integers in [2, {data.MAX_N}], got {c.train_n!r}")
     lc = len(candidate_layers(c))
@@ -83,7 +83,7 @@ def validate_config(c) -> None:
 
 def candidate_layers(c) -> tuple:
     """The candidate layers: ``config.layers`` or the upper half of the stack."""
-    layers = as_tuple(c.layers, int)
+    layers = as_tuple(c.layers, int, name="layers")
     L = int(c.num_layers)
     if layers:
         if min(layers) < 0 or max(layers) >= L:
@@ -130,7 +130,7 @@ def train_batches(c, pool, s0: int, n: int, tables: data.SplitTables | None = No
     """
     tables = data.split_tables(pool, "train") if tables is None else tables
     B, frac = int(c.batch), float(c.train_adversarial_frac)
-    train_n = as_tuple(c.train_n, int)
+    train_n = as_tuple(c.train_n, int, name="train_n")
     probs = {k: data.position_probs(k, c.pos_skew) for k in set(train_n)}
     n_cand = np.empty((n, B), np.int64)
     adv = np.empty((n, B), bool)
@@ -370,7 +370,7 @@ def run(config, workdir: str) -> dict:
     m = {"settings": {}, "train_loss_end": float(np.mean(logs["loss"][-50:])),
          "train_step_s": float(np.median(logs["step_time"][logs["step_time"] > 0])),
          "layers": list(candidate_layers(c))}
-    for s in as_tuple(c.settings, str):
+    for s in as_tuple(c.settings, str, name="settings"):
         m["settings"][s] = evaluate_setting(c, pool, factory, s)
     # The verdict, not the hashes: the trained weights agree across device layouts only to
     # float rounding (XLA:CPU's threading), so their hash is no metric to compare.

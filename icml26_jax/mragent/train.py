@@ -38,12 +38,12 @@ RECORD_FIELDS = ("em", "f1", "recall", "contents_read", "tags_read", "tokens", "
 def normalise_config(c) -> None:
     """Flag strings to their types (``--config.ks=10,20``, ``--config.ablations=no_tags``)."""
     from icml26_jax.core.flags import as_tuple
-    c.ks = as_tuple(c.ks, int)
-    c.hops = as_tuple(c.hops, int)
-    c.ablations = as_tuple(c.ablations, str)
-    c.seeds = as_tuple(c.seeds, int)
+    c.ks = as_tuple(c.ks, int, name="ks")
+    c.hops = as_tuple(c.hops, int, name="hops")
+    c.ablations = as_tuple(c.ablations, str, name="ablations")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
     for name in c.calibration:
-        c.calibration[name] = as_tuple(c.calibration[name], float)
+        c.calibration[name] = as_tuple(c.calibration[name], float, name=f"calibration.{name}")
 
 
 def validate_config(c) -> None:

@@ -308,10 +308,10 @@ def normalise_config(c) -> None:
     from icml26_jax.core.flags import as_tuple
 
     for k in ("games", "methods", "ablation_games"):
-        c[k] = as_tuple(c[k], str)
-    c.budget_fracs = as_tuple(c.budget_fracs, float)
+        c[k] = as_tuple(c[k], str, name=k)
+    c.budget_fracs = as_tuple(c.budget_fracs, float, name="budget_fracs")
     for k in ("budget_mults", "identity_ns", "seeds"):
-        c[k] = as_tuple(c[k], int)
+        c[k] = as_tuple(c[k], int, name=k)
 
 
 def run(c: ml_collections.ConfigDict, workdir: str) -> dict:

@@ -37,9 +37,9 @@ def _eps(x) -> float:
 def normalise_config(c) -> None:
     """Flag strings to their types (``--config.eps_sweep=0.1,0.5,inf``, ``--config.seeds=0,1``)."""
     from icml26_jax.core.flags import as_tuple
-    c.eps_sweep = as_tuple(c.eps_sweep, _eps)
-    c.select_margins_sd = as_tuple(c.select_margins_sd, float)
-    c.seeds = as_tuple(c.seeds, int)
+    c.eps_sweep = as_tuple(c.eps_sweep, _eps, name="eps_sweep")
+    c.select_margins_sd = as_tuple(c.select_margins_sd, float, name="select_margins_sd")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
     c.latent_budget = _eps(c.latent_budget)
 
 

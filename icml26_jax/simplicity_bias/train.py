@@ -36,19 +36,19 @@ def normalise_config(c) -> None:
     """Tuple fields given on the command line as ``a,b,c`` strings become tuples (in place):
     ``parts``, every ``<part>.dims``, ``correlated.latents``, ``images.b_levels`` and
     ``images.claim_b``."""
-    c.parts = as_tuple(c.parts, str)
+    c.parts = as_tuple(c.parts, str, name="parts")
     for part in ("pairwise", "cumulant", "linear_budget", "correlated"):
-        c[part].dims = as_tuple(c[part].dims, int)
-    c.correlated.latents = as_tuple(c.correlated.latents, str)
-    c.images.b_levels = as_tuple(c.images.b_levels, float)
-    c.images.claim_b = as_tuple(c.images.claim_b, float)
+        c[part].dims = as_tuple(c[part].dims, int, name=f"{part}.dims")
+    c.correlated.latents = as_tuple(c.correlated.latents, str, name="correlated.latents")
+    c.images.b_levels = as_tuple(c.images.b_levels, float, name="images.b_levels")
+    c.images.claim_b = as_tuple(c.images.claim_b, float, name="images.claim_b")
 
 
 def validate_config(c) -> None:
     """Raises ``ValueError`` naming the first bad field of config ``c``."""
     if c.variant not in configs.VARIANTS:
         raise ValueError(f"variant must be one of {configs.VARIANTS}, got {c.variant!r}")
-    parts = as_tuple(c.parts, str)
+    parts = as_tuple(c.parts, str, name="parts")
     bad = [p for p in parts if p not in configs.PARTS]
     if bad or not parts:
         raise ValueError(f"parts must be a non-empty subset of {', '.join(configs.PARTS)}, "
@@ -65,11 +65,11 @@ def validate_config(c) -> None:
     if not 0.0 < float(c.thr) < 1.0:
         raise ValueError(f"thr must be in (0, 1), got thr={c.thr}")
     for part in ("pairwise", "cumulant", "linear_budget", "correlated"):
-        dims = as_tuple(c[part].dims, int)
+        dims = as_tuple(c[part].dims, int, name=f"{part}.dims")
         if len(dims) < 2 or min(dims) < 2:
             raise ValueError(f"{part}.dims needs >= 2 dimensions, each >= 2 (a scaling law "
                              f"needs several d), got {c[part].dims!r}")
-    for lat in as_tuple(c.correlated.latents, str):
+    for lat in as_tuple(c.correlated.latents, str, name="correlated.latents"):
         if lat not in mcm.LATENT_CORRS:
             raise ValueError(f"correlated.latents entries must be in {mcm.LATENT_CORRS}, "
                              f"got {lat!r}")
@@ -407,7 +407,7 @@ def claims(met: dict, c) -> list[results.Claim]:
                                   abs(k["independent_control"] - 4.0), 0.2))
     if "images" in met:
         im = met["images"]
-        idx = _b_index(met, as_tuple(c.images.claim_b, float))
+        idx = _b_index(met, as_tuple(c.images.claim_b, float, name="images.claim_b"))
         cl.append(results.at_most("digits_gaussian_phase",
                                   max(im["gaussian_phase_gap"][j] for j in idx), 0.03))
         cl.append(results.at_least("digits_specialisation",
@@ -435,7 +435,7 @@ def run(config, workdir: str) -> dict:
     c = config
     validate_config(c)
     t_start = time.time()
-    parts = as_tuple(c.parts, str)
+    parts = as_tuple(c.parts, str, name="parts")
     if distributed.is_primary():  # only process 0 writes (orbax makes its own directories)
         os.makedirs(workdir, exist_ok=True)
     logging.info("simplicity_bias %s: parts %s, %d replicas on %d device(s)", c.variant,

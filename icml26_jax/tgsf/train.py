@@ -35,10 +35,10 @@ PAPER = "tgsf"
 def normalise_config(c) -> None:
     """Flag strings to tuples (``--config.scenes=S1,S3``, ``--config.orders=1,2``)."""
     for k in ("experiments", "scenes", "transient_scenes", "supervision", "label_noise"):
-        c[k] = as_tuple(c[k], lambda v: str(v).strip())
-    c.orders = as_tuple(c.orders, int)
-    c.ff_test_clips = as_tuple(c.ff_test_clips, int)
-    c.seeds = as_tuple(c.seeds, int)
+        c[k] = as_tuple(c[k], lambda v: str(v).strip(), name=k)
+    c.orders = as_tuple(c.orders, int, name="orders")
+    c.ff_test_clips = as_tuple(c.ff_test_clips, int, name="ff_test_clips")
+    c.seeds = as_tuple(c.seeds, int, name="seeds")
     if c.e2_steps < 0:
         c.e2_steps = c.steps
 

@@ -47,9 +47,9 @@ _OPT0 = {"xla_backend_optimization_level": 0}
 
 def normalise_config(c) -> None:
     for k in ("parts", "families", "mix_modes"):
-        c[k] = as_tuple(c[k], str)
+        c[k] = as_tuple(c[k], str, name=k)
     for k in ("abl_k_actives", "seeds", "sweep_seeds"):
-        c[k] = as_tuple(c[k], int)
+        c[k] = as_tuple(c[k], int, name=k)
 
 
 # ----------------------------------------------------------------------------- training

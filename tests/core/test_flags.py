@@ -1,5 +1,11 @@
-"""core.flags.as_tuple: the forms a list-valued config flag arrives in."""
+"""core.flags: the forms a list-valued config flag arrives in, the errors bad input gets
+(tests/test_entry_errors.py runs them through the 19 entry scripts), ``run_seeds`` and the
+float64 check."""
 
+import ml_collections
+import pytest
+
+from icml26_jax.core import flags
 from icml26_jax.core.flags import as_tuple
 
 
@@ -10,6 +16,37 @@ def test_as_tuple_splits_every_form_of_a_list_flag():
     assert as_tuple(("16,32",), int) == (16, 32)
     assert as_tuple((0.5, 1), float) == (0.5, 1.0)
     assert as_tuple("") == () and as_tuple(()) == ()
+
+
+def test_as_tuple_names_the_field_a_bad_item_came_from():
+    with pytest.raises(ValueError, match=r"^--config\.seeds must be a comma-separated list "
+                       r"of ints, got 'a,1'"):
+        as_tuple("a,1", int, name="seeds")
+    with pytest.raises(ValueError, match="list of valid items"):
+        as_tuple(("x",), lambda v: float(v), name="eps")
+
+
+def test_unknown_config_field_names_the_path_and_the_closest_fields():
+    c = ml_collections.ConfigDict({"lr": 0.1, "lr_warmup": 5, "steps": 3,
+                                   "teacher": {"d": 8, "depth": 2}})
+    assert flags.unknown_config_field(c, ["--config.lr=1", "--config.teacher.d=4"]) is None
+    msg = flags.unknown_config_field(c, ["--config.steps=2", "--config.lrr=0.1"])
+    assert msg.startswith("--config.lrr: config has no field 'lrr' (closest: lr")
+    msg = flags.unknown_config_field(c, ["--config.teacher.dpth=3"])
+    assert msg == "--config.teacher.dpth: config.teacher has no field 'dpth' (closest: depth)"
+    # Nothing close: every field is listed; a path below a scalar is not a config.
+    assert "fields: lr, lr_warmup, steps, teacher" in flags.unknown_config_field(
+        c, ["--config.zzz"])
+    assert "not a config" in flags.unknown_config_field(c, ["--config.lr.x=1"])
+
+
+def test_probe_workdir_creates_it_or_names_the_flag(tmp_path):
+    flags.probe_workdir(str(tmp_path / "a" / "b"))
+    assert (tmp_path / "a" / "b").is_dir() and not any((tmp_path / "a" / "b").iterdir())
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"^--workdir=.*/file/run: cannot write there"):
+        flags.probe_workdir(str(tmp_path / "file" / "run"))
+    flags.probe_workdir(None)  # a script without a workdir flag
 
 
 def test_run_seeds_runs_every_seed_in_its_workdir_and_writes_the_summary(tmp_path):

@@ -106,8 +106,11 @@ def test_write_load_validate_round_trip(tmp_path):
         {"name": "speedup", "measured": 0.5, "threshold": ">= 2", "holds": False,
          "expected": False}]
     assert d["runtime_s"] == 1.5 and d["figures"] == ["loss.png"]
-    # Atomic write leaves no temporary file behind.
+    # Atomic write leaves no temporary file behind, with the mode `open` would give it.
     assert sorted(os.listdir(workdir)) == ["results.json"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
     # Rewriting replaces the file.
     _write(workdir, seed=4)
     assert results.load_results(workdir)["seed"] == 4

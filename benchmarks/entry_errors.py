@@ -1,0 +1,66 @@
+r"""How fast bad input fails: the wall time from starting ``experiments/<paper>.py`` to its
+``error:`` line and exit code 2, for the 19 entry scripts x {unwritable ``--workdir``,
+unknown config field, wrongly typed field} of ``tests/test_entry_errors.py`` (which checks
+the exit code, the stderr lines and that no backend starts). Target: under 10 s each.
+
+    python benchmarks/entry_errors.py            # every script and case, one run each
+    python benchmarks/entry_errors.py --repeats=3
+
+Prints a table (seconds per case, slowest last) and writes
+``benchmarks/results/entry_errors.json``. Times on shared CPUs include whatever else runs.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+from absl import app, flags  # noqa: E402
+
+from icml26_jax.core import timing  # noqa: E402
+from icml26_jax.core.results import format_table  # noqa: E402
+from tests.test_entry_errors import CASES, PAPERS, case_args, run_script  # noqa: E402
+
+REPEATS = flags.DEFINE_integer("repeats", 1, "Runs per script and case (median reported).",
+                               lower_bound=1)
+TARGET_S = 10.0
+
+
+def main(argv):
+    del argv
+    import pathlib
+
+    rows, out = [], {}
+    for paper in PAPERS:
+        for case in CASES:
+            times = []
+            for _ in range(REPEATS.value):
+                with tempfile.TemporaryDirectory() as tmp:
+                    args, _ = case_args(paper, case, pathlib.Path(tmp))
+                    t0 = time.perf_counter()
+                    proc = run_script(paper, args, cwd=tmp)
+                    times.append(time.perf_counter() - t0)
+                if proc.returncode != 2:
+                    raise SystemExit(f"{paper} {case}: exit {proc.returncode}: {proc.stderr}")
+            seconds = sorted(times)[len(times) // 2]
+            out[f"{paper}/{case}"] = seconds
+            rows.append([paper, case, seconds])
+    rows.sort(key=lambda r: r[2])
+    print(format_table(rows, ["script", "case", "seconds to error"], floatfmt=".2f"))
+    worst = max(out.values())
+    print(f"slowest {worst:.2f} s (target < {TARGET_S:.0f} s): "
+          f"{'met' if worst < TARGET_S else 'MISSED'}")
+    path = os.path.join(REPO_ROOT, "benchmarks", "results", "entry_errors.json")
+    with open(path, "w") as f:
+        json.dump({"seconds": out, "slowest_s": worst, "target_s": TARGET_S,
+                   "repeats": REPEATS.value, "machine": timing.machine()}, f, indent=2)
+        f.write("\n")
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    app.run(main)
