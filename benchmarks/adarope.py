@@ -6,7 +6,7 @@ training data drawn in the chunk vs preloaded vs built on the host.
     python benchmarks/adarope.py --entry=rope  # entries 1-2 alone
     python benchmarks/adarope.py --entry=data  # entry 3 alone (~4 min on 2 cores)
 
-Measured side by side in one process on the same inputs (spec adarope.md, "Benchmark"):
+Measured side by side in one process on the same inputs (the paper's benchmark):
 
 1. One attention layer (``lm.transformer.Attention``, d = 64, 4 heads x 16), forward +
    backward w.r.t. all its parameters, jitted: AdaRoPE (``adarope.RotaryPositional``: angles

@@ -3,7 +3,7 @@ r"""ATC benchmark: per-observation cost of the jitted learner against its altern
     python benchmarks/atc_cusum.py            # the spec's sizes, ~1-2 min on 2 CPU cores
     python benchmarks/atc_cusum.py --quick    # T = 1000 / 4000, R = 16: a < 60 s smoke run
 
-Measured in one process, float64, on the same G1 series (spec atc_cusum.md, "Benchmark"):
+Measured in one process, float64, on the same G1 series (the paper's benchmark):
 
 1. JAX ATC ``scan="geom"`` vs ``scan="full"`` (jit + vmap over R = 64 runs, one device),
    T = 2000, S in {0, 4, 16}. Targets: geom >= 2x faster (reference 2-3x) with regret within

@@ -1,5 +1,5 @@
-r"""CoF-T2I benchmark: what a 3-frame trajectory costs against a single frame (spec cof_t2i.md,
-"Benchmark").
+r"""CoF-T2I benchmark: what a 3-frame trajectory costs against a single frame (the paper's
+benchmark).
 
     python benchmarks/cof_t2i.py                      # default widths (d=64, depth 4)
     python benchmarks/cof_t2i.py --d_model=96 --repeats=10

@@ -4,7 +4,7 @@ r"""DSGD-HP benchmark: gossip by ppermute vs all_gather vs jit-sharded dense, an
     python benchmarks/dsgd_hp.py --quick    # T = 100, n = 64 only, < 60 s
 
 Measured in one process on the same inputs, with 8 (simulated CPU) devices, R = 256 runs,
-d = 10 (spec dsgd_hp.md, "Benchmark"):
+d = 10 (the paper's benchmark):
 
 1. Gossip only: T mixing steps in one jitted ``lax.scan`` (no noise), n in {64, 256}, users
    sharded over a ``core.mesh.users_mesh(n)`` mesh (block [R, n/8, d] per device):

@@ -1,4 +1,4 @@
-r"""FML benchmark (spec fml.md §Benchmark), one process, the ``default`` config's data (10
+r"""FML benchmark, one process, the ``default`` config's data (10
 clients x 3 vmapped seeds, 100 images per client, batch 20), compile time kept apart:
 
     python benchmarks/fml.py                # ~3 min on 2 idle CPU cores

@@ -1,5 +1,5 @@
 r"""FPDA benchmark: inference throughput with the policy, prompt overhead in training, and
-F1 per unit of refinement compute (spec fpda.md, "Benchmark").
+F1 per unit of refinement compute (the paper's benchmark).
 
     python benchmarks/fpda.py --workdir=runs/fpda      # the networks of a finished default run
 

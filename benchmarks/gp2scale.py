@@ -1,5 +1,5 @@
 r"""gp2Scale benchmark: one exact log-likelihood (solve + SLQ log-det, t = 32 probes) on synth2d
-at N = 10^4, 10^5, 10^6 (spec gp2scale.md, "Benchmark").
+at N = 10^4, 10^5, 10^6 (the paper's benchmark).
 
     python benchmarks/gp2scale.py                      # ~8 min on 2 CPU cores
     python benchmarks/gp2scale.py --ns=10000,100000    # quicker

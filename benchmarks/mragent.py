@@ -4,7 +4,7 @@ r"""MRAgent benchmark: accuracy per cost on smoke-size SynthMem, every method in
     python benchmarks/mragent.py --seed=1
 
 For each method and k it reports EM (categories 1-4 and bridge-hard), the mean tokens shown
-to the reasoner and the wall time per question (spec mragent.md, "Benchmark"). All methods
+to the reasoner and the wall time per question (the paper's benchmark). All methods
 answer the same test questions of the same graphs with the same extractive answerer, in this
 process. Targets:
 

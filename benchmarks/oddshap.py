@@ -1,4 +1,4 @@
-r"""OddSHAP benchmark (spec oddshap.md, "Benchmark"): accuracy at equal budget, the budget
+r"""OddSHAP benchmark: accuracy at equal budget, the budget
 OddSHAP needs to match KernelSHAP's largest-budget error, and the estimator's overhead —
 all in one process, on the same games, explicands, seeds and budgets as the experiment.
 

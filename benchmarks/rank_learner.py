@@ -3,7 +3,7 @@ r"""Rank-Learner benchmark: accuracy per cost of stage 2, and vmapped vs looped 
     python benchmarks/rank_learner.py            # 10 seeds at the default sizes, ~2-4 min
     python benchmarks/rank_learner.py --quick    # 3 seeds, 500-row splits: a < 60 s run
 
-Measured in one process on the synthetic DGP (spec rank_learner.md, "Benchmark"):
+Measured in one process on the synthetic DGP (the paper's benchmark):
 
 1. Accuracy per cost: the stage-2 wall time (a compiled, warm call fitting every seed at
    once) and the mean test AUTOC of Rank-Learner, the plug-in ranker, the DR-learner and the

@@ -3,7 +3,7 @@ r"""SafeFlowRL benchmark: action-selection latency, flow density throughput, acc
     python benchmarks/safe_flow_rl.py                       # ~1 min on 2 CPU cores
     python benchmarks/safe_flow_rl.py --results=runs/safe_flow_rl/results.json
 
-In one process, on states of the E1 data (spec safe_flow_rl.md, "Benchmark"):
+In one process, on states of the E1 data (the paper's benchmark):
 
 1. action-selection latency of the batched, jitted policies at the default sizes (hidden 128,
    6 couplings, N = 16 candidates): ours (refine + decode + critics + selection) against

@@ -3,7 +3,7 @@ r"""TGsF benchmark: rasteriser cost and memory, feed-forward inference, accuracy
     python benchmarks/tgsf.py                     # ~3 min on 2 CPU cores
     python benchmarks/tgsf.py --ff_workdir=runs/tgsf_ff --clips=20
 
-In one process (spec tgsf.md, "Benchmark"):
+In one process (the paper's benchmark):
 
 1. rasteriser forward + backward (grad of an L1 loss w.r.t. every Gaussian field) ms per view
    and the compiled program's temporary memory, for 32 x 32 with N in {256, 512, 1024} and

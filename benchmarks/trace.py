@@ -1,4 +1,4 @@
-r"""TRACE benchmark (spec trace.md §Benchmark), one process, same batches, compile time apart:
+r"""TRACE benchmark, one process, same batches, compile time apart:
 
     python benchmarks/trace.py                 # ~1-2 min on 2 CPU cores
     python benchmarks/trace.py --repeats=50

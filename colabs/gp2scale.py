@@ -29,26 +29,46 @@
 #    Cholesky, and its custom-VJP gradient;
 # 4. the experiment at smoke size (`train.run`: claims, results.json, figures).
 
+# %% tags=["parameters"]
+# Parameters (papermill sets them when it runs the notebook). REPO_URL: where to install
+# icml26_jax from in a kernel that cannot import it, such as a fresh Colab runtime: its git
+# URL, or a wheel or directory pip accepts. SMOKE = True shrinks every size so the notebook
+# runs in a minute or two on a CPU; its numbers then mean nothing. WORKDIR: where results
+# and figures go (empty: a new temporary directory).
+REPO_URL = ""
+SMOKE = False
+WORKDIR = ""
+
 # %%
-# Colab only: install the package (elsewhere, run the notebook from a checkout of the repo,
-# or `pip install -e .` there first).
-try:
-    import google.colab  # noqa: F401
+# Install icml26_jax if this kernel cannot import it: from the checkout the notebook was
+# opened in, else from REPO_URL. The install is not editable, so no restart is needed. On a
+# GPU or TPU runtime the matching JAX extra comes with it.
+import importlib
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 
-    IN_COLAB = True
-except ImportError:
-    IN_COLAB = False
-
-if IN_COLAB:
-    import subprocess
-    import sys
-
-    # Placeholder: point this at the repository's git URL (or upload a checkout and use
-    # `pip install -e /content/icml26_jax`).
-    REPO_URL = "https://github.com/<org>/icml26_jax.git"
-    subprocess.run(["git", "clone", "--depth=1", REPO_URL, "/content/icml26_jax"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/icml26_jax"],
+if importlib.util.find_spec("icml26_jax") is None:
+    _here = pathlib.Path.cwd().resolve()
+    _checkout = next((p for p in (_here, *_here.parents) if (p / "setup.cfg").is_file()
+                      and (p / "icml26_jax" / "__init__.py").is_file()), None)
+    _source = str(_checkout) if _checkout else REPO_URL.strip()
+    if not _source:
+        raise SystemExit("Set REPO_URL in the parameters cell to the icml26_jax git URL "
+                         "(or a wheel), then run the notebook again.")
+    if _source.startswith(("https://", "http://", "ssh://")) and not _source.endswith(
+            (".whl", ".zip", ".tar.gz")):
+        _source = "git+" + _source
+    _extra = (["jax[cuda12]"] if shutil.which("nvidia-smi") else ["jax[tpu]"]
+              if os.path.exists("/dev/accel0") or os.environ.get("TPU_ACCELERATOR_TYPE")
+              else [])
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", _source, *_extra],
                    check=True)
+    importlib.invalidate_caches()
+    importlib.import_module("icml26_jax")  # fails here, not in a later cell, if it did not install
 
 # %%
 import jax
@@ -65,8 +85,7 @@ import numpy as np
 from icml26_jax.gp2scale import (configs, data, kernels, likelihood, neighbors, solvers,
                                  sparse_cov, train)
 
-SMOKE = os.environ.get("ICML26_SMOKE", "1") == "1"
-WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="gp2scale_")
+WORKDIR = WORKDIR or tempfile.mkdtemp(prefix="gp2scale_")
 
 # %% [markdown]
 # ## 1. Kernels
@@ -97,7 +116,7 @@ for kind in kernels.KINDS:
 
 # %% [markdown]
 # ## 2. Pattern and sparse covariance
-# synth2d at N = 4000 (2000 under `ICML26_SMOKE`) with the scaling benchmark's support (about
+# synth2d at N = 4000 (2000 under `SMOKE`) with the scaling benchmark's support (about
 # 30 non-zeros per row): Morton order, the pairs within the support (cell list), the BCSR
 # matrix.
 

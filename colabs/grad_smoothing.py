@@ -31,26 +31,46 @@
 # 3. the LM experiment at smoke size (`train.run`: LR selection, paired seeds, permuted
 #    control, results.json, claims, figures).
 
+# %% tags=["parameters"]
+# Parameters (papermill sets them when it runs the notebook). REPO_URL: where to install
+# icml26_jax from in a kernel that cannot import it, such as a fresh Colab runtime: its git
+# URL, or a wheel or directory pip accepts. SMOKE = True shrinks every size so the notebook
+# runs in a minute or two on a CPU; its numbers then mean nothing. WORKDIR: where results
+# and figures go (empty: a new temporary directory).
+REPO_URL = ""
+SMOKE = False
+WORKDIR = ""
+
 # %%
-# Colab only: install the package (elsewhere, run the notebook from a checkout of the repo,
-# or `pip install -e .` there first).
-try:
-    import google.colab  # noqa: F401
+# Install icml26_jax if this kernel cannot import it: from the checkout the notebook was
+# opened in, else from REPO_URL. The install is not editable, so no restart is needed. On a
+# GPU or TPU runtime the matching JAX extra comes with it.
+import importlib
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 
-    IN_COLAB = True
-except ImportError:
-    IN_COLAB = False
-
-if IN_COLAB:
-    import subprocess
-    import sys
-
-    # Placeholder: point this at the repository's git URL (or upload a checkout and use
-    # `pip install -e /content/icml26_jax`).
-    REPO_URL = "https://github.com/<org>/icml26_jax.git"
-    subprocess.run(["git", "clone", "--depth=1", REPO_URL, "/content/icml26_jax"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/icml26_jax"],
+if importlib.util.find_spec("icml26_jax") is None:
+    _here = pathlib.Path.cwd().resolve()
+    _checkout = next((p for p in (_here, *_here.parents) if (p / "setup.cfg").is_file()
+                      and (p / "icml26_jax" / "__init__.py").is_file()), None)
+    _source = str(_checkout) if _checkout else REPO_URL.strip()
+    if not _source:
+        raise SystemExit("Set REPO_URL in the parameters cell to the icml26_jax git URL "
+                         "(or a wheel), then run the notebook again.")
+    if _source.startswith(("https://", "http://", "ssh://")) and not _source.endswith(
+            (".whl", ".zip", ".tar.gz")):
+        _source = "git+" + _source
+    _extra = (["jax[cuda12]"] if shutil.which("nvidia-smi") else ["jax[tpu]"]
+              if os.path.exists("/dev/accel0") or os.environ.get("TPU_ACCELERATOR_TYPE")
+              else [])
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", _source, *_extra],
                    check=True)
+    importlib.invalidate_caches()
+    importlib.import_module("icml26_jax")  # fails here, not in a later cell, if it did not install
 
 # %%
 import jax
@@ -61,11 +81,6 @@ import os
 import sys
 import tempfile
 
-try:
-    import icml26_jax  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(os.getcwd())))
-
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -74,8 +89,7 @@ from IPython.display import Image, display
 from icml26_jax.core.results import claims_table
 from icml26_jax.grad_smoothing import configs, train, transform
 
-SMOKE = os.environ.get("ICML26_SMOKE") == "1"
-WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="grad_smoothing_")
+WORKDIR = WORKDIR or tempfile.mkdtemp(prefix="grad_smoothing_")
 if SMOKE:
     # At smoke size XLA's optimisation passes cost far more than the programs' run time.
     jax.config.update("jax_disable_most_optimizations", True)

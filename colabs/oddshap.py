@@ -26,26 +26,46 @@
 #    KernelSHAP's at the same budget;
 # 4. the experiment at smoke size (`train.run`: claims, results.json, figures).
 
+# %% tags=["parameters"]
+# Parameters (papermill sets them when it runs the notebook). REPO_URL: where to install
+# icml26_jax from in a kernel that cannot import it, such as a fresh Colab runtime: its git
+# URL, or a wheel or directory pip accepts. SMOKE = True shrinks every size so the notebook
+# runs in a minute or two on a CPU; its numbers then mean nothing. WORKDIR: where results
+# and figures go (empty: a new temporary directory).
+REPO_URL = ""
+SMOKE = False
+WORKDIR = ""
+
 # %%
-# Colab only: install the package (elsewhere, run the notebook from a checkout of the repo,
-# or `pip install -e .` there first).
-try:
-    import google.colab  # noqa: F401
+# Install icml26_jax if this kernel cannot import it: from the checkout the notebook was
+# opened in, else from REPO_URL. The install is not editable, so no restart is needed. On a
+# GPU or TPU runtime the matching JAX extra comes with it.
+import importlib
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 
-    IN_COLAB = True
-except ImportError:
-    IN_COLAB = False
-
-if IN_COLAB:
-    import subprocess
-    import sys
-
-    # Placeholder: point this at the repository's git URL (or upload a checkout and use
-    # `pip install -e /content/icml26_jax`).
-    REPO_URL = "https://github.com/<org>/icml26_jax.git"
-    subprocess.run(["git", "clone", "--depth=1", REPO_URL, "/content/icml26_jax"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/icml26_jax"],
+if importlib.util.find_spec("icml26_jax") is None:
+    _here = pathlib.Path.cwd().resolve()
+    _checkout = next((p for p in (_here, *_here.parents) if (p / "setup.cfg").is_file()
+                      and (p / "icml26_jax" / "__init__.py").is_file()), None)
+    _source = str(_checkout) if _checkout else REPO_URL.strip()
+    if not _source:
+        raise SystemExit("Set REPO_URL in the parameters cell to the icml26_jax git URL "
+                         "(or a wheel), then run the notebook again.")
+    if _source.startswith(("https://", "http://", "ssh://")) and not _source.endswith(
+            (".whl", ".zip", ".tar.gz")):
+        _source = "git+" + _source
+    _extra = (["jax[cuda12]"] if shutil.which("nvidia-smi") else ["jax[tpu]"]
+              if os.path.exists("/dev/accel0") or os.environ.get("TPU_ACCELERATOR_TYPE")
+              else [])
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", _source, *_extra],
                    check=True)
+    importlib.invalidate_caches()
+    importlib.import_module("icml26_jax")  # fails here, not in a later cell, if it did not install
 
 # %%
 import jax
@@ -60,8 +80,7 @@ import numpy as np
 
 from icml26_jax.oddshap import baselines, configs, data, estimator, fourier, games, train
 
-SMOKE = os.environ.get("ICML26_SMOKE", "1") == "1"
-WORKDIR = os.environ.get("ICML26_WORKDIR") or tempfile.mkdtemp(prefix="oddshap_")
+WORKDIR = WORKDIR or tempfile.mkdtemp(prefix="oddshap_")
 if SMOKE:
     # At smoke size XLA's optimisation passes cost far more than the programs' run time.
     jax.config.update("jax_disable_most_optimizations", True)
@@ -123,7 +142,7 @@ print(f"planted odd sets found by the proxy at m = 1500: {len(planted & chosen)}
 # ## 4. The experiment at smoke size
 # The smoke config runs three games, budgets {10 %, 25 %} of 2ⁿ (or 20n), 3 seeds × 2
 # explicands; the default config runs all 9 games × 5 budgets × 5 methods × 10 seeds × 5
-# explicands. Under `ICML26_SMOKE` this walk-through keeps only `soum30` (m = 20n = 600) of the
+# explicands. Under `SMOKE` this walk-through keeps only `soum30` (m = 20n = 600) of the
 # smoke run (`tests/oddshap` runs all three games).
 
 # %%

@@ -1,15 +1,18 @@
 """Colab notebooks: every ``colabs/<paper>.py`` (jupytext py:percent, the source) is in sync
-with its stripped ``colabs/<paper>.ipynb``, and the notebook executes at smoke size.
+with its stripped ``colabs/<paper>.ipynb``, starts with the same parameters cell and install
+cell as every other, is linked from its paper's README, and executes at smoke size.
 
-Both tests are parameterized over ``colabs/*.py``, so a new paper's notebook is covered as
+The tests are parameterized over ``colabs/*.py``, so a new paper's notebook is covered as
 soon as its pair exists. Execution runs the ``.ipynb`` in a fresh ``python3`` kernel with
-nbclient, from the repository root and with the root on ``PYTHONPATH`` (no install needed),
-with ``ICML26_SMOKE=1`` (notebooks shrink their module-level sizes) and ``ICML26_WORKDIR``
-pointing at a temporary directory for anything the notebook writes. After the generic checks
-(no error output, a valid ``results.json`` if one was written), ``_OUTPUT_CHECKS[<paper>]``
-asserts on what the notebook printed and wrote.
+nbclient, from the repository root and with the root on ``PYTHONPATH`` (the install cell finds
+the package and does nothing), with the parameters set as papermill sets them: a cell after
+the ``parameters`` cell with ``SMOKE = True`` and ``WORKDIR`` a temporary directory. After
+the generic checks (no error output, a valid ``results.json`` if one was written),
+``_OUTPUT_CHECKS[<paper>]`` asserts on what the notebook printed and wrote.
+``test_notebooks_install_from_a_wheel_outside_the_repository`` runs three of them through
+the install cell instead: a fresh virtual environment, a wheel, a directory elsewhere.
 
-Regenerate a pair after editing the source: ``jupytext --to ipynb colabs/<paper>.py``.
+Regenerate a pair after editing the source: ``jupytext --update --to ipynb colabs/<paper>.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+
+import shutil
+import subprocess
+import sys
 
 import jupytext
 import nbclient
@@ -88,7 +95,7 @@ def _number(pattern: str, text: str) -> float:
 
 
 def _check_dsgd_hp(text: str, nb, workdir: pathlib.Path) -> None:
-    # Theory says -1. At ICML26_SMOKE size (64 runs, T = 500, seed fixed) the measured slope
+    # Theory says -1. At smoke size (64 runs, T = 500, seed fixed) the measured slope
     # is about -1.0; the band is the spec's claim threshold for speedup_slope_q90.
     slope = _number(r"speed-up slope q90: (-?[\d.]+)", text)
     assert -1.15 <= slope <= -0.85, f"speed-up slope q90 = {slope}, expected about -1"
@@ -445,26 +452,133 @@ _OUTPUT_CHECKS = {"dsgd_hp": _check_dsgd_hp, "adarope": _check_adarope,
                   "trace": _check_trace, "fml": _check_fml}
 
 
+# The notebooks that run through the install cell from a wheel, outside the repository
+# (the three fastest at smoke size); the in-repository execution test skips them.
+WHEEL_NOTEBOOKS = ("dsgd_hp", "rank_learner", "simplicity_bias")
+
+
+def _parameters_index(nb) -> int:
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{len(tagged)} cells tagged 'parameters', expected 1"
+    return tagged[0]
+
+
+def with_parameters(nb, **params):
+    """``nb`` with a cell setting ``params`` right after its ``parameters`` cell, as papermill
+    injects one."""
+    src = "\n".join(f"{k} = {v!r}" for k, v in params.items())
+    cell = nbformat.v4.new_code_cell(src, metadata={"tags": ["injected-parameters"]})
+    nb.cells.insert(_parameters_index(nb) + 1, cell)
+    return nb
+
+
+def _canonical_cells(stem):
+    nb = jupytext.read(REPO_ROOT / "colabs" / f"{stem}.py")
+    k = _parameters_index(nb)
+    return nb.cells[k].source.strip(), nb.cells[k + 1].source.strip()
+
+
 @pytest.mark.notebook
-@pytest.mark.parametrize("src", COLABS, ids=_ids(COLABS))
-def test_notebook_executes(src, tmp_path):
-    ipynb = src.with_suffix(".ipynb")
-    nb = nbformat.read(ipynb, as_version=4)
-    workdir = tmp_path / "workdir"
-    pythonpath = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(
-        os.pathsep) if p]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath), ICML26_SMOKE="1",
-               ICML26_WORKDIR=str(workdir), JAX_PLATFORMS="cpu", MPLBACKEND="Agg",
-               **testing.fast_compile_env())  # as the 2-process pairs: see core.testing
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
-                                     resources={"metadata": {"path": str(REPO_ROOT)}})
+def test_every_notebook_has_the_same_parameters_and_install_cells():
+    """One ``parameters`` cell (``REPO_URL``, ``SMOKE = False``, ``WORKDIR``), then the install
+    cell, identical in all notebooks; nothing reads the old environment switches; every paper
+    README links its notebook."""
+    params, install = _canonical_cells("dsgd_hp")
+    assert "\nSMOKE = False\n" in params and 'REPO_URL = ""' in params
+    assert "pip" in install and "REPO_URL" in install and "-e" not in install.split()
+    for src in COLABS:
+        nb = jupytext.read(src)
+        k = _parameters_index(nb)
+        assert nb.cells[k].source.strip() == params, f"{src.name}: parameters cell differs"
+        assert nb.cells[k + 1].source.strip() == install, f"{src.name}: install cell differs"
+        assert all(c.cell_type == "markdown" for c in nb.cells[:k]), src.name
+        text = src.read_text()
+        assert "ICML26_SMOKE" not in text and "ICML26_WORKDIR" not in text, src.name
+        assert "sys.path.insert" not in text, src.name
+        readme = REPO_ROOT / "icml26_jax" / src.stem / "README.md"
+        assert f"colabs/{src.stem}.ipynb" in readme.read_text(), f"{readme} has no notebook link"
+
+
+def _execute(nb, cwd, env, kernel_name="python3", km=None, timeout=CELL_TIMEOUT_S):
+    client = nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout=timeout,
+                                     resources={"metadata": {"path": str(cwd)}}, km=km)
     # Raises CellExecutionError (with the cell's source and traceback) on any failing cell.
     client.execute(env=env)
     for i, c in enumerate(nb.cells):
         errors = [o for o in c.get("outputs", []) if o.output_type == "error"]
         assert not errors, f"cell {i} raised {errors[0].ename}: {errors[0].evalue}"
+
+
+def _check_outputs(stem, nb, workdir):
     if (workdir / results.RESULTS_FILE).exists():
         results.validate_results(results.load_results(workdir))
-    check = _OUTPUT_CHECKS.get(src.stem)
+    check = _OUTPUT_CHECKS.get(stem)
     if check is not None:
         check(_text_outputs(nb), nb, workdir)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("src", COLABS, ids=_ids(COLABS))
+def test_notebook_executes(src, tmp_path):
+    if src.stem in WHEEL_NOTEBOOKS:
+        pytest.skip("runs from an installed wheel in "
+                    "test_notebooks_install_from_a_wheel_outside_the_repository")
+    workdir = tmp_path / "workdir"
+    nb = with_parameters(nbformat.read(src.with_suffix(".ipynb"), as_version=4),
+                         SMOKE=True, WORKDIR=str(workdir))
+    pythonpath = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath), JAX_PLATFORMS="cpu",
+               MPLBACKEND="Agg", **testing.fast_compile_env())  # see core.testing
+    _execute(nb, REPO_ROOT, env)
+    _check_outputs(src.stem, nb, workdir)
+
+
+def _fresh_venv(root: pathlib.Path) -> pathlib.Path:
+    """A virtual environment without this interpreter's packages, with a Jupyter kernel."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "ipykernel"], check=True)
+    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(venv),
+                    "--name", "icml26_venv"], check=True, capture_output=True)
+    return venv
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_notebooks_install_from_a_wheel_outside_the_repository(tmp_path):
+    """A wheel built from the checkout; a fresh venv whose kernel cannot import
+    ``icml26_jax``; three notebooks copied to a directory outside the repository. The first
+    one's install cell installs the wheel (``REPO_URL``, with its dependencies), the other two
+    import it, and all three pass their output checks at smoke size."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
+                    str(REPO_ROOT)], check=True)
+    (wheel,) = dist.glob("icml26_jax-*.whl")
+    venv = _fresh_venv(tmp_path)
+    python = venv / "bin" / "python"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(JAX_PLATFORMS="cpu", MPLBACKEND="Agg", **testing.fast_compile_env())
+    probe = subprocess.run([str(python), "-c", "import icml26_jax"], cwd=outside, env=env,
+                           capture_output=True)
+    assert probe.returncode != 0, "the fresh venv can import icml26_jax before the install"
+    ksm = KernelSpecManager(kernel_dirs=[str(venv / "share" / "jupyter" / "kernels")])
+    for stem in WHEEL_NOTEBOOKS:
+        shutil.copy(REPO_ROOT / "colabs" / f"{stem}.ipynb", outside)
+        workdir = tmp_path / f"workdir_{stem}"
+        nb = with_parameters(nbformat.read(outside / f"{stem}.ipynb", as_version=4),
+                             REPO_URL=str(wheel), SMOKE=True, WORKDIR=str(workdir))
+        km = KernelManager(kernel_name="icml26_venv", kernel_spec_manager=ksm)
+        # The install cell downloads the dependencies on a machine without a pip cache.
+        _execute(nb, outside, env, kernel_name="icml26_venv", km=km, timeout=1200)
+        _check_outputs(stem, nb, workdir)
+    where = subprocess.run([str(python), "-c", "import icml26_jax; print(icml26_jax.__file__)"],
+                           cwd=outside, env=env, capture_output=True, text=True,
+                           check=True).stdout
+    assert str(venv) in where and str(REPO_ROOT) not in where, where

@@ -245,13 +245,14 @@ def plot_all(c, a, b, workdir: str) -> None:
         fig, axes = plotting.figure(1, 2, size=(10, 3.8))
         im = axes[0].imshow(np.where(np.isfinite(lf), lf, np.nan).reshape(L * H, P),
                             aspect="auto", cmap="viridis")
-        axes[0].set(xlabel="pair i", ylabel="layer x head", title="AdaRoPE learned log θ")
-        fig.colorbar(im, ax=axes[0])
+        axes[0].set(xlabel="rotary pair i", ylabel="layer x head", title="AdaRoPE learned log θ")
+        fig.colorbar(im, ax=axes[0], label="log θ (θ in rad / position)")
         d = (lf - a["log_freq_init"][i * S]).reshape(L * H, P)
         im = axes[1].imshow(d, aspect="auto", cmap="coolwarm",
                             vmin=-np.abs(d).max(), vmax=np.abs(d).max())
-        axes[1].set(xlabel="pair i", title="change from RoPE init (Δφ)")
-        fig.colorbar(im, ax=axes[1])
+        axes[1].set(xlabel="rotary pair i", ylabel="layer x head",
+                    title="change from RoPE init (Δφ)")
+        fig.colorbar(im, ax=axes[1], label="Δφ = Δ log θ")
         plotting.save(fig, os.path.join(workdir, "learned_freqs.png"))
 
         fig, ax = plotting.figure(1, 1, size=(5, 4))
@@ -274,7 +275,8 @@ def plot_all(c, a, b, workdir: str) -> None:
             ax.bar(x + 0.4 * j, [np.mean(m["extension"][arm][str(T)]) for arm in b["arms"]],
                    0.4, label=f"length {T}")
         ax.set_xticks(x + 0.2, b["arms"], rotation=30, fontsize=8)
-        ax.set(ylabel="MQAR accuracy (seed mean)", title="Extension of the RoPE backbone")
+        ax.set(xlabel="extension method", ylabel="MQAR accuracy (seed mean)",
+               title="Extension of the RoPE backbone")
         ax.legend(fontsize=8)
         plotting.save(fig, os.path.join(workdir, "extension.png"))
 

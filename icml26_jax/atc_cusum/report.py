@@ -175,12 +175,14 @@ def plots(c, suites: dict, workdir: str) -> list[str]:
             line = ax.errorbar(np.log(Ts), mean, yerr=ci, marker="o", capsize=3,
                                label=f"ATC, S={S}")
             ax.plot(np.log(Ts), metrics.lower_bound_curve(S, np.asarray(Ts), c.sigma), "--",
-                    color=line[0].get_color(), label=f"(S+1) log(T/(S+1)), S={S}")
-        ax.set_xlabel("log T")
-        ax.set_ylabel("regret")
+                    color=line[0].get_color(),
+                    label=f"σ²(S+1) log(T/(S+1)), S={S} (lower-bound order)")
+        ax.set_xlabel("log T (T: horizon in samples)")
+        ax.set_ylabel("regret (cumulative excess squared error)")
         ax.set_yscale("log")
-        ax.set_title("G1 random jumps: ATC regret vs log T")
-        ax.legend(fontsize=6)
+        ax.set_title("G1 random jumps: ATC regret vs log T\n(bars: 95 % CI of the mean over "
+                     "runs)", fontsize=9)
+        ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.18))
         paths.append(plotting.save(fig, os.path.join(workdir, "regret_vs_logT.png")))
     if "selective" in suites:
         s = suites["selective"]
@@ -229,6 +231,9 @@ def plots(c, suites: dict, workdir: str) -> list[str]:
             if name == "realint":
                 ticks = np.arange(0, len(q), 12)
                 ax.set_xticks(ticks, [q[i] for i in ticks], fontsize=7)
+            ax.set(xlabel={"nile": "year", "realint": "quarter"}[name],
+                   ylabel={"nile": "annual flow at Aswan (10⁸ m³)",
+                           "realint": "real interest rate (% per year)"}[name])
             ax.set_title({"nile": "Nile flow at Aswan (c = 4, σ̂)",
                           "realint": "US ex-post real interest rate (c = 4, σ̂)"}[name])
             ax.legend(fontsize=7)

@@ -73,6 +73,7 @@ def figures(m: dict, workdir: str) -> list[str]:
         ax.fill_between(t, e["q10"], e["q90"], color="C0", alpha=0.25, label="q10-q90")
         ax.plot(t, e["snaive"], color="C3", ls=":", label="seasonal naive")
         ax.set_title(name, fontsize=8)
+        ax.set(xlabel="time step", ylabel="value (the series' units)")
     np.atleast_1d(axes)[0].legend(fontsize=6)
     names.append(plotting.save(fig, os.path.join(workdir, "forecasts.png")))
 
@@ -89,6 +90,7 @@ def figures(m: dict, workdir: str) -> list[str]:
         ax.bar(np.arange(len(tasks)) + i * width, vals, width, label=meth)
     ax.set_xticks(np.arange(len(tasks)) + 0.4, tasks, rotation=90, fontsize=6)
     ax.set_yscale("log")
+    ax.set_xlabel("task")
     ax.set_ylabel("WQL (mean over 3 origins)")
     ax.legend(fontsize=6, ncol=3)
     names.append(plotting.save(fig, os.path.join(workdir, "wql_per_task.png")))
@@ -99,9 +101,10 @@ def figures(m: dict, workdir: str) -> list[str]:
         x = np.arange(len(spikes))
         ax.bar(x - 0.2, [syn["baguan"][n]["osi"] for n in spikes], 0.4, label="co_on")
         ax.bar(x + 0.2, [syn["co_off"][n]["osi"] for n in spikes], 0.4, label="co_off")
-        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.axhline(1.0, color="k", lw=0.8, ls="--", label="OSI = 1 (as rough as the truth)")
         ax.set_xticks(x, spikes, rotation=45, fontsize=7)
-        ax.set_ylabel("OSI = std(diff forecast) / std(diff truth)")
+        ax.set(xlabel="synthetic task with spikes",
+               ylabel="OSI = std(diff forecast) / std(diff truth)")
         ax.legend(fontsize=7)
         names.append(plotting.save(fig, os.path.join(workdir, "osi.png")))
     return names

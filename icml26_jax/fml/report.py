@@ -131,7 +131,7 @@ def plots(c, m: dict, workdir: str) -> list[str]:
         ax.bar(np.arange(len(doms)) + i * width, vals, width, label=name)
     ax.set_xticks(np.arange(len(doms)) + 0.4 - width / 2, doms, fontsize=8)
     ax.set_ylim(0.0, 1.0)
-    ax.set_ylabel("final accuracy")
+    ax.set(xlabel="domain", ylabel="final test accuracy (fraction)")
     ax.legend(fontsize=6, ncol=2)
     paths.append(plotting.save(fig, os.path.join(workdir, "per_domain.png")))
     return paths

@@ -158,9 +158,10 @@ def figures(workdir: str, ev: dict, split: data_lib.Split, preds: dict) -> list[
     a1.bar(range(len(labels)), f["route_hist"])
     a1.set_xticks(range(len(labels)))
     a1.set_xticklabels(labels, rotation=90, fontsize=6)
+    a1.set(xlabel="prompt route (groups switched on)", ylabel="test images")
     a1.set_title("FPDA routes on test_id (n/c/g/b groups)", fontsize=8)
     a2.bar(range(len(f["r_hist"])), f["r_hist"])
-    a2.set_xlabel("refinement steps r")
+    a2.set(xlabel="refinement steps r", ylabel="test images")
     a2.set_title(f"FPDA r on test_id (mean {f['mean_r']:.2f}; B2 uses 2)", fontsize=8)
     paths.append(plotting.save(fig, os.path.join(workdir, "action_hist.png")))
 
@@ -170,7 +171,7 @@ def figures(workdir: str, ev: dict, split: data_lib.Split, preds: dict) -> list[
     bins = np.linspace(0, 1, 21)
     ax.hist(g[ok], bins=bins, alpha=0.6, label="correct text")
     ax.hist(g[~ok], bins=bins, alpha=0.6, label="wrong text")
-    ax.set_xlabel("reliability gate g")
+    ax.set(xlabel="reliability gate g", ylabel="test images")
     ax.set_title(f"gate on test_id, p_rel = 0.7 (AUC {t.get('gate_auc', float('nan')):.2f})",
                  fontsize=8)
     ax.legend(fontsize=7)
@@ -184,7 +185,7 @@ def figures(workdir: str, ev: dict, split: data_lib.Split, preds: dict) -> list[
                label=sname)
     ax.set_xticks(x)
     ax.set_xticklabels(meths, rotation=30, fontsize=7, ha="right")
-    ax.set_ylabel("pixel F1 (forged images)")
+    ax.set(xlabel="method", ylabel="pixel F1 (forged images)")
     ax.legend(fontsize=7)
     paths.append(plotting.save(fig, os.path.join(workdir, "robustness_bars.png")))
     return paths

@@ -109,9 +109,9 @@ def figures(workdir: str, m: dict) -> list[str]:
             sc_ = ax.scatter(xt[:, 1], -xt[:, 0], c=np.asarray(val), s=6, cmap="gray",
                              vmin=float(np.min(im["y_test"])), vmax=float(np.max(im["y_test"])))
             ax.set_title(title, fontsize=8)
-            ax.set_xticks([])
-            ax.set_yticks([])
-        fig.colorbar(sc_, ax=axes[-1], fraction=0.046)
+            ax.set_axis_off()  # a picture: pixel positions measure nothing
+        fig.colorbar(sc_, ax=axes[-1], fraction=0.046,
+                     label="grey level (standardised on the training pixels)")
         out.append(plotting.save(fig, os.path.join(workdir, "camera_prediction.png")))
 
     if "trace_u" in cam:
@@ -124,6 +124,7 @@ def figures(workdir: str, m: dict) -> list[str]:
         axes[0].legend(fontsize=7)
         axes[1].semilogy(it, u[:, 0], label="sigma2")
         axes[1].semilogy(it, u[:, 3], label="noise")
+        axes[1].set_ylabel("variance (standardised grey level²)")
         axes[1].legend(fontsize=7)
         axes[2].plot(it, np.asarray(cam["trace_logp"]))
         axes[2].set_ylabel("log posterior")
@@ -144,8 +145,10 @@ def figures(workdir: str, m: dict) -> list[str]:
             ax.plot(p["x_train"], p["y_train"], ".", ms=1, color="0.6", label="train")
             ax.plot(xt, np.asarray(p["y_test"])[order], "k.", ms=2, label="test")
             ax.plot(xt, mu, "C0.", ms=2, label="posterior mean")
-            ax.vlines(xt, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.2, lw=0.6)
+            ax.vlines(xt, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.2, lw=0.6,
+                      label="mean ± 2 posterior sd")
             ax.set_title(f"{name}: test NLPD {float(r['nlpd']):.3f}", fontsize=8)
+            ax.set(xlabel="x (input)", ylabel="y (output)")
         axes[0].legend(fontsize=6, ncol=4)
         out.append(plotting.save(fig, os.path.join(workdir, "synth1d_ns_gaps.png")))
     return out

@@ -80,7 +80,7 @@ def figures(m: dict, workdir: str) -> list[str]:
         ax.bar(np.arange(len(m["settings"])) + i * w,
                [rr["methods"][name]["acc"] for rr in m["settings"].values()], w, label=name)
     ax.set_xticks(np.arange(len(m["settings"])) + 0.4 - w / 2, list(m["settings"]))
-    ax.set_ylabel("accuracy (%)")
+    ax.set(xlabel="setting", ylabel="accuracy (%)")
     ax.legend(fontsize=7)
     names.append(plotting.save(fig, os.path.join(workdir, "divergence_bars.png")))
     return names

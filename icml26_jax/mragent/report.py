@@ -180,9 +180,10 @@ def plots(c, records, meta, workdir: str) -> list[str]:
               for _, key in groups]
         ax.bar(np.arange(len(groups)) + j * w, ys, w, label=_label(n))
     ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, [g for g, _ in groups], fontsize=7)
-    ax.set_ylabel("EM")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=6, ncol=2)
+    ax.set(xlabel="question category", ylabel="exact match (fraction of questions)")
+    ax.set_ylim(0, 1.22)  # headroom: the legend sits above the bars
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.legend(fontsize=6, ncol=len(show), loc="upper center")
     paths.append(plotting.save(fig, os.path.join(workdir, "per_category.png")))
 
     fig, ax = plotting.figure()

@@ -157,7 +157,7 @@ def figures(workdir: str, m: dict, c) -> list[str]:
         ax.set_yscale("log")
         ax.axhline(1.0, color="k", lw=0.6)
         ax.set_xticks(x, labels, fontsize=6)
-        ax.set_ylabel("MSE ratio to OddSHAP")
+        ax.set(xlabel="game and budget m", ylabel="MSE ratio to OddSHAP")
         ax.legend(fontsize=7)
         out.append(plotting.save(fig, os.path.join(workdir, "ablations.png")))
     return out

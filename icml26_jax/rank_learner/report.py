@@ -85,7 +85,8 @@ def figures(out: dict, workdir: str) -> list[str]:
             ax.axhline(0, color="k", lw=0.8)
             ax.set_xticks(range(len(base)), [f"Rank - {train.LABELS[m]}" for m in base],
                           fontsize=7)
-            ax.set(title=f"paired AUTOC differences, {dgp}", ylabel="per-seed difference")
+            ax.set(title=f"paired AUTOC differences, {dgp}", xlabel="comparison (bar: mean)",
+                   ylabel="per-seed AUTOC difference")
         paths.append(plotting.save(fig, os.path.join(workdir, "paired_diffs.png")))
     e2 = out.get("e2")
     if e2 is not None and "mu" in e2:
@@ -103,8 +104,10 @@ def figures(out: dict, workdir: str) -> list[str]:
                 ax.scatter(np.asarray(b["deltas"]), np.asarray(b[m]["autoc"]).mean(1),
                            color=COLORS[m], marker=mk, facecolors="none", s=50,
                            label=f"{train.LABELS[m]} (both)")
-        ax.set(xlabel="perturbation size delta", ylabel="mean test AUTOC",
-               title="E2: nuisance error along the confounding")
+        n_seeds = np.asarray(r["rank"]["autoc"]).shape[1]
+        ax.set(xlabel="perturbation size delta (nuisance shifted by delta · b(x))",
+               ylabel=f"test AUTOC (mean over {n_seeds} data seeds)",
+               title="E2: nuisance error along the confounding\n(bars: ± 1 sd over data seeds)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         paths.append(plotting.save(fig, os.path.join(workdir, "e2_degradation.png")))

@@ -126,16 +126,18 @@ def plots(c, workdir: str, methods: dict, learned, truth, paths: dict, bnd: dict
     x_inf = (max(finite) * 2 if finite else 1.0)
     xs = [e if math.isfinite(e) else x_inf for e in eps]
     fig, ax = plotting.figure(1, 3, size=(3.2, 2.8))
-    for a, key, label in ((ax[0], "violation_rate", "violation rate"),
-                          (ax[1], "r_norm", "R_norm"), (ax[2], "ood_nll", "OOD: -log pi_u(a|s)")):
+    for a, key, label, unit in (
+            (ax[0], "violation_rate", "violation rate", "fraction of episodes"),
+            (ax[1], "r_norm", "R_norm", "normalised return"),
+            (ax[2], "ood_nll", "OOD: -log pi_u(a|s)", "-log pi_u(a|s) (nats)")):
         ys = [methods[eps_name(e)][key] for e in eps]
         sd = [methods[eps_name(e)][key + "_sd"] for e in eps]
-        a.errorbar(xs, ys, yerr=sd, marker="o", capsize=3, label="ours (refiner)")
+        a.errorbar(xs, ys, yerr=sd, marker="o", capsize=3, label="ours (refiner; ± sd, seeds)")
         a.axhline(methods["prior_only"][key], color="gray", ls="--", label="prior only")
         a.set_xscale("log")
         a.set_xticks(xs)
         a.set_xticklabels([f"{e:g}" if math.isfinite(e) else "inf" for e in eps], fontsize=7)
-        a.set_xlabel("latent budget eps")
+        a.set(xlabel="latent budget eps", ylabel=unit)
         a.set_title(label, fontsize=9)
     ax[0].legend(fontsize=7)
     out.append(plotting.save(fig, os.path.join(workdir, "eps_sweep.png")))
@@ -172,7 +174,7 @@ def plots(c, workdir: str, methods: dict, learned, truth, paths: dict, bnd: dict
     ax[1].errorbar(np.arange(len(kl)), kl, yerr=2 * se, fmt="o", capsize=3,
                    label="MC KL (+-2 SE)")
     ax[1].axhline(bnd["kl_true"], color="k", ls="--", label="||delta||^2 / 2")
-    ax[1].set_xlabel("seed")
+    ax[1].set(xlabel="seed", ylabel="KL divergence (nats)")
     ax[1].set_title("P1: KL invariance", fontsize=9)
     ax[1].legend(fontsize=7)
     out.append(plotting.save(fig, os.path.join(workdir, "bound_tightness.png")))
@@ -187,3 +189,4 @@ def _arena(a, p: envs.EnvParams):
     a.set_xlim(-p.bound, p.bound)
     a.set_ylim(-p.bound, p.bound)
     a.set_aspect("equal")
+    a.set(xlabel="x position (arena units)", ylabel="y position (arena units)")

@@ -115,8 +115,9 @@ def figures(out: dict, met: dict, c, workdir: str) -> list[str]:
             if ok.any():
                 d0, n0 = dims[ok][0], ns[ok][0]
                 ax.loglog(dims, n0 * (dims / d0) ** ref, "--", color=col, lw=0.8,
-                          label=f"slope {ref}")
-        ax.set(xlabel="d", ylabel="escape time n*", title="Sample complexity of the spikes")
+                          label=f"slope {ref} (theory)")
+        ax.set(xlabel="input dimension d", ylabel="escape time n* (training samples)",
+               title="Sample complexity of the spikes")
         ax.legend(fontsize=8)
         paths.append(plotting.save(fig, os.path.join(workdir, "escape_scaling.png")))
     if "correlated" in out:

@@ -173,7 +173,13 @@ def plots(c, m: dict, workdir: str) -> list[str]:
                     if name != "truth":
                         ax.plot(truth[:, k], color=f"C{k}", ls=":", lw=0.8)
                 ax.set_title(f"{f}: {name}", fontsize=8)
+        for ax in axes[-1]:
+            ax.set_xlabel("time step t")
+        for ax in axes[:, 0]:
+            ax.set_ylabel("mixing weight α_k(t)")
         axes[0, 0].legend(fontsize=6)
+        axes[1, 0].plot([], [], color="0.3", ls=":", lw=0.8, label="truth")
+        axes[1, 0].legend(fontsize=6)
         paths.append(plotting.save(fig, os.path.join(workdir, "alpha_trajectories.png")))
 
         s = summarise(c, m)
@@ -187,6 +193,8 @@ def plots(c, m: dict, workdir: str) -> list[str]:
             ax.set_xticks(range(len(names)), names, rotation=70, fontsize=7)
             ax.axhline(0.0, color="k", lw=0.5)
             ax.set_title(f"{key} ({mode}, mean over families; clipped at -1)", fontsize=8)
+            ax.set(xlabel="method", ylabel={"corr": "trajectory correlation",
+                                            "w_r2": "w_r2 (1 = exact weights)"}[key])
         paths.append(plotting.save(fig, os.path.join(workdir, "metrics_by_method.png")))
 
         curve = m["main"]["mcc_curve"]
@@ -203,14 +211,17 @@ def plots(c, m: dict, workdir: str) -> list[str]:
                      if m["k_ablation"]["learned"] else "true latents")
         axes[0].plot(ks, [r["oracle_corr"] for r in rows], marker="s", ls="--", label="oracle")
         axes[0].set_title("traj_corr")
+        axes[0].set_ylabel("trajectory correlation")
         axes[0].legend(fontsize=7)
         axes[1].plot(ks, [r["w_r2"] for r in rows], marker="o")
         axes[1].plot(ks, [r["oracle_w_r2"] for r in rows], marker="s", ls="--")
         axes[1].set_title("w_r2")
+        axes[1].set_ylabel("w_r2 (1 = exact weights)")
         for space in rows[0]["sigma_min"]:
             axes[2].semilogy(ks, [r["sigma_min"][space] for r in rows], marker="o",
                              label=space)
         axes[2].set_title("sigma_min(B)")
+        axes[2].set_ylabel("smallest singular value of B")
         axes[2].legend(fontsize=7)
         for ax in axes:
             ax.set_xlabel("K_active")

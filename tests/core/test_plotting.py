@@ -12,6 +12,7 @@ from icml26_jax.core import plotting
 def test_single_axes_png(tmp_path):
     fig, ax = plotting.figure()
     ax.plot([0, 1, 2], [1, 0, 1])
+    ax.set(xlabel="step", ylabel="loss (nats)")
     path = plotting.save(fig, tmp_path / "sub" / "dir" / "curve.png", dpi=50)
     assert path == str(tmp_path / "sub" / "dir" / "curve.png")
     with open(path, "rb") as f:
@@ -28,6 +29,7 @@ def test_grid_of_axes(tmp_path):
     assert tuple(fig.get_size_inches()) == (6.0, 2.0)  # size is per panel
     for ax in axes.flat:
         ax.bar([0, 1], [1, 2])
+        ax.set(xlabel="arm", ylabel="accuracy (%)")
     plotting.save(fig, tmp_path / "grid.png")
     assert matplotlib.image.imread(tmp_path / "grid.png").shape[:2] == (240, 720)
 
@@ -48,6 +50,7 @@ def test_save_writes_only_on_the_primary_process(tmp_path, monkeypatch):
 
     fig, ax = plotting.figure()
     ax.plot([0, 1], [1, 0])
+    ax.set(xlabel="x (m)", ylabel="y (m)")
     monkeypatch.setattr(jax, "process_index", lambda: 1)
     path = plotting.save(fig, tmp_path / "sub" / "p.png")
     assert path == str(tmp_path / "sub" / "p.png")
@@ -55,3 +58,37 @@ def test_save_writes_only_on_the_primary_process(tmp_path, monkeypatch):
     monkeypatch.setattr(jax, "process_index", lambda: 0)
     plotting.save(fig, tmp_path / "sub" / "p.png")
     assert (tmp_path / "sub" / "p.png").stat().st_size > 0
+
+
+def test_save_refuses_an_unlabelled_axes_and_writes_nothing(tmp_path):
+    fig, axes = plotting.figure(2, 2, sharex=True)
+    for ax in axes.flat:
+        ax.plot([0, 1], [1, 2])
+    for ax in axes[1]:
+        ax.set_xlabel("step")  # a shared x axis: labelling the bottom row covers the column
+    axes[0, 0].set_ylabel("loss (nats)")
+    axes[1, 0].set_ylabel("accuracy (%)")
+    with pytest.raises(ValueError, match=r"^p\.png: every axis needs a label with its unit; "
+                       r"axes 1: no y label; axes 3: no y label$"):
+        plotting.save(fig, tmp_path / "p.png")
+    assert not (tmp_path / "p.png").exists()
+    axes[0, 1].set_title("right")
+    assert plotting.unlabelled_axes(fig) == ["axes 1 ('right'): no y label",
+                                             "axes 3: no y label"]
+    for ax in axes[:, 1]:
+        ax.set_ylabel("grad norm")
+    # Colorbars and panels shown as pictures (axis off) need no labels; empty axes neither.
+    im = axes[0, 0].imshow(np.eye(3))
+    fig.colorbar(im, ax=axes[0, 0])
+    pic_fig, (pic, row) = plotting.figure(1, 2)
+    pic.imshow(np.eye(3))
+    pic.axis("off")
+    row.imshow(np.eye(3))  # a picture whose row is named by its y label, without ticks
+    row.set(xticks=[], yticks=[], ylabel="seed 0")
+    assert plotting.unlabelled_axes(fig) == [] and plotting.unlabelled_axes(pic_fig) == []
+    row.set_yticks([0, 1, 2])  # ticks: the axis measures something, so it needs its label
+    row.set_ylabel("")
+    assert plotting.unlabelled_axes(pic_fig) == ["axes 1: no y label"]
+    assert plotting.unlabelled_axes(plotting.figure()[0]) == []
+    plotting.save(fig, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0
