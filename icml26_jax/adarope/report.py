@@ -228,8 +228,8 @@ def plot_all(c, a, b, workdir: str) -> None:
         line, = ax.plot(lens, _arm_means(m, "accuracy", arm, lens), marker="o", label=arm)
         per_seed = np.array([m["accuracy"][arm][str(T)] for T in lens])  # [lens, S]
         ax.plot(lens, per_seed, color=line.get_color(), lw=0.8, alpha=0.35)
-    ax.axvline(c.train_len, color="gray", ls=":", lw=1)
-    ax.set(xscale="log", xlabel="evaluation length",
+    ax.axvline(c.train_len, color="gray", ls=":", lw=1, label=f"training length L0 = {c.train_len}")
+    ax.set(xscale="log", xlabel="evaluation length (tokens)",
            ylabel="MQAR accuracy (seed mean; thin: seeds)",
            title="Pretraining at L0 = %d" % c.train_len)
     ax.minorticks_off()

@@ -45,7 +45,7 @@ def figures(m: dict, workdir: str) -> list[str]:
     ax.bar(range(len(arms)), acc, color=["0.4" if a.endswith("fp") or a == "student_Ts"
                                          else "C0" for a in arms])
     ax.set_xticks(range(len(arms)), arms, rotation=30, fontsize=8)
-    ax.set(xlabel="arm (grey: full precision)", ylabel="test exact match (%)")
+    ax.set(xlabel="arm (grey: full precision; blue: INT4 student)", ylabel="test exact match (%)")
     for i, v in enumerate(acc):
         ax.text(i, v + 0.5, f"{v:.1f}", ha="center", fontsize=7)
     names.append(plotting.save(fig, os.path.join(workdir, "accuracy_by_arm.png")))
