@@ -575,8 +575,12 @@ def test_notebooks_install_from_a_wheel_outside_the_repository(tmp_path):
         nb = with_parameters(nbformat.read(outside / f"{stem}.ipynb", as_version=4),
                              REPO_URL=str(wheel), SMOKE=True, WORKDIR=str(workdir))
         km = KernelManager(kernel_name="icml26_venv", kernel_spec_manager=ksm)
-        # The install cell downloads the dependencies on a machine without a pip cache.
-        _execute(nb, outside, env, kernel_name="icml26_venv", km=km, timeout=1200)
+        try:
+            # The install cell downloads the dependencies on a machine without a pip cache.
+            _execute(nb, outside, env, kernel_name="icml26_venv", km=km, timeout=1200)
+        finally:  # nbclient leaves a kernel it did not start running
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
         _check_outputs(stem, nb, workdir)
     where = subprocess.run([str(python), "-c", "import icml26_jax; print(icml26_jax.__file__)"],
                            cwd=outside, env=env, capture_output=True, text=True,
