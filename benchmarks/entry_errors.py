@@ -1,7 +1,8 @@
 r"""How fast bad input fails: the wall time from starting ``experiments/<paper>.py`` to its
 ``error:`` line and exit code 2, for the 19 entry scripts x {unwritable ``--workdir``,
-unknown config field, wrongly typed field} of ``tests/test_entry_errors.py`` (which checks
-the exit code, the stderr lines and that no backend starts). Target: under 10 s each.
+unknown config field, wrongly typed field} of ``core.testing.bad_input_flags``
+(``tests/test_entry_errors.py`` checks the exit code, the stderr lines and that no backend
+starts). Target: under 10 s each.
 
     python benchmarks/entry_errors.py            # every script and case, one run each
     python benchmarks/entry_errors.py --repeats=3
@@ -14,19 +15,15 @@ runs; the CPU seconds (user + system of the child process) do not.
 import json
 import os
 import resource
-import sys
 import tempfile
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from absl import app, flags
 
-from absl import app, flags  # noqa: E402
+from icml26_jax.core import testing, timing
+from icml26_jax.core.results import format_table
 
-from icml26_jax.core import timing  # noqa: E402
-from icml26_jax.core.results import format_table  # noqa: E402
-from tests.test_entry_errors import CASES, PAPERS, case_args, run_script  # noqa: E402
-
+REPO_ROOT = testing.REPO_ROOT
 REPEATS = flags.DEFINE_integer("repeats", 1, "Runs per script and case (median reported).",
                                lower_bound=1)
 TARGET_S = 10.0
@@ -34,18 +31,17 @@ TARGET_S = 10.0
 
 def main(argv):
     del argv
-    import pathlib
-
     rows, out, cpu = [], {}, {}
-    for paper in PAPERS:
-        for case in CASES:
+    for paper in testing.ENTRY_PAPERS:
+        for case in testing.BAD_INPUT_CASES:
             times, cpus = [], []
             for _ in range(REPEATS.value):
                 with tempfile.TemporaryDirectory() as tmp:
-                    args, _ = case_args(paper, case, pathlib.Path(tmp))
+                    args, _ = testing.bad_input_flags(paper, case, tmp)
                     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t0 = time.perf_counter()
-                    proc = run_script(paper, args, cwd=tmp)
+                    proc = testing.run_entry(paper, *args, env=testing.NO_BACKEND_ENV, cwd=tmp,
+                                             timeout=120, check=False)
                     times.append(time.perf_counter() - t0)
                     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)

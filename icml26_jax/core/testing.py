@@ -158,23 +158,67 @@ def run_processes(cmd: Sequence[str], num_processes: int = 2, *, timeout: float 
 
 
 def run_entry(paper: str, *flags: str, variant: str | None = None, timeout: float = 300,
-              check: bool = True) -> subprocess.CompletedProcess:
+              check: bool = True, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> subprocess.CompletedProcess:
     """Runs ``experiments/<paper>.py`` as a user would, in one child process.
 
-    From the repository root (``PYTHONPATH`` starting there, ``JAX_PLATFORMS=cpu``), with
+    From ``cwd`` (default the repository root, where the script and config paths are
+    relative; absolute from elsewhere), with ``PYTHONPATH`` starting at the root and
+    ``JAX_PLATFORMS=cpu`` unless ``env`` says otherwise, with
     ``--config=icml26_jax/<paper>/configs.py:<variant>`` first when ``variant`` is given, then
-    ``flags``. Through :func:`run_processes` with one process: killed after ``timeout`` seconds,
-    and with ``check`` a failure raises ``AssertionError`` with the stderr tail.
+    ``flags``. Through :func:`run_processes` with one process: killed after
+    ``timeout`` seconds, and with ``check`` a failure raises ``AssertionError`` with the
+    stderr tail.
 
     Returns:
       The ``CompletedProcess`` (text stdout / stderr, ``returncode``).
     """
-    cmd = [sys.executable, os.path.join("experiments", f"{paper}.py")]
+    root = "" if cwd is None else REPO_ROOT  # paths relative to the root when run from it
+    cmd = [sys.executable, os.path.join(root, "experiments", f"{paper}.py")]
     if variant is not None:
-        cmd.append(f"--config=icml26_jax/{paper}/configs.py:{variant}")
+        cmd.append(f"--config={os.path.join(root, 'icml26_jax', paper, 'configs.py')}"
+                   f":{variant}")
     # run_processes formats every argument ({port}, ...): braces in flags stay literal.
     cmd += [f.replace("{", "{{").replace("}", "}}") for f in flags]
-    return run_processes(cmd, 1, timeout=timeout, check=check)[0]
+    return run_processes(cmd, 1, timeout=timeout, env=env, cwd=cwd, check=check)[0]
+
+
+# The bad-input cases every entry script must reject in seconds, before any compute, with one
+# ``error:`` line (tests/test_entry_errors.py checks them, benchmarks/entry_errors.py times
+# them). They run with a JAX platform that does not exist, so starting a backend would fail.
+ENTRY_PAPERS = tuple(sorted(
+    f[:-3] for f in os.listdir(os.path.join(REPO_ROOT, "experiments")) if f.endswith(".py")
+    and os.path.exists(os.path.join(REPO_ROOT, "icml26_jax", f[:-3], "configs.py"))))
+BAD_INPUT_CASES = ("unwritable_workdir", "unknown_field", "wrong_type")
+NO_BACKEND_ENV = {"JAX_PLATFORMS": "no_such_platform"}
+
+
+def bad_input_flags(paper: str, case: str, tmp_dir: str) -> tuple[list[str], str]:
+    """The flags of one of :data:`BAD_INPUT_CASES` for ``paper`` (files under ``tmp_dir``)
+    and a string its ``error:`` line must contain.
+
+    unwritable_workdir: a path below a regular file (uncreatable even for root);
+    unknown_field: a one-letter typo of the default config's first integer field;
+    wrong_type: ``abc`` for that field. The last two point ``--workdir`` at
+    ``<tmp_dir>/run``, which must stay empty.
+    """
+    import importlib
+
+    config = importlib.import_module(f"icml26_jax.{paper}.configs").get_config()
+    field = next((k for k, v in config.items()
+                  if isinstance(v, int) and not isinstance(v, bool)), None)
+    if field is None:
+        raise ValueError(f"{paper}'s default config has no integer field")
+    workdir = os.path.join(tmp_dir, "run")
+    if case == "unwritable_workdir":
+        blocker = os.path.join(tmp_dir, "a_file")
+        open(blocker, "w").close()
+        return [f"--workdir={os.path.join(blocker, 'run')}"], "--workdir="
+    if case == "unknown_field":
+        return [f"--workdir={workdir}", f"--config.{field}x=1"], f"--config.{field}x"
+    if case == "wrong_type":
+        return [f"--workdir={workdir}", f"--config.{field}=abc"], f"--config.{field}"
+    raise ValueError(f"case must be one of {BAD_INPUT_CASES}, got {case!r}")
 
 
 # Metric names that are wall-clock measurements or process / device counts: they legitimately
