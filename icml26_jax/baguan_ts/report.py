@@ -88,10 +88,12 @@ def figures(m: dict, workdir: str) -> list[str]:
                                                                                  np.nan)
                 for n in tasks]
         ax.bar(np.arange(len(tasks)) + i * width, vals, width, label=meth)
-    ax.set_xticks(np.arange(len(tasks)) + 0.4, tasks, rotation=90, fontsize=6)
+    ax.set_xticks(np.arange(len(tasks)) + 0.4 - width / 2, tasks, rotation=90, fontsize=6)
     ax.set_yscale("log")
-    ax.set_xlabel("task")
-    ax.set_ylabel("WQL (mean over 3 origins)")
+    ax.set_xlabel(f"task ({len(syn['baguan'])} held-out synthetic families, then "
+                  f"{len(real['baguan'])} real series)")
+    ax.set_ylabel("WQL (mean over origins)")
+    ax.set_title("weighted quantile loss per task (lower is better)", fontsize=9)
     ax.legend(fontsize=6, ncol=3)
     names.append(plotting.save(fig, os.path.join(workdir, "wql_per_task.png")))
 

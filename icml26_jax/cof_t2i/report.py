@@ -186,7 +186,8 @@ def figures(workdir: str, m: dict, arms: dict, rows: list[dict], examples: dict)
         ax.bar(np.arange(len(cats)) + j * w, [g[t] for t in cats], w, label=name)
     ax.set_xticks(np.arange(len(cats)) + 0.4 - w / 2, cats, fontsize=7)
     ax.set_ylim(0, 1)
-    ax.set(xlabel="GenEval tag", ylabel="accuracy (fraction of test prompts x samples)")
+    ax.set(xlabel="GenEval tag", ylabel="accuracy (fraction correct)",
+           title="GenEval-style accuracy over test prompts x samples, per arm")
     ax.legend(fontsize=7)
     out.append(plotting.save(fig, os.path.join(workdir, "tag_bars.png")))
     return out

@@ -54,6 +54,8 @@ def tables(m: dict) -> str:
 
 def figures(m: dict, workdir: str) -> list[str]:
     """Writes the figures; returns their paths."""
+    from matplotlib import ticker
+
     names = []
     budgets = list(m["isoflop"])
     fig, axes = plotting.figure(1, len(budgets), squeeze=False)
@@ -73,12 +75,17 @@ def figures(m: dict, workdir: str) -> list[str]:
         for f, d in m["pareto"][C].items():
             for ax, x in zip(axes, (d["nfe"], d["tokens_per_s"])):
                 ax.plot(x, d["gen_ppl"], "o-", color=COLORS[f], label=LABELS[f])
-        axes[0].set_xlabel("NFE")
+        axes[0].set_xlabel("NFE (network evaluations per sample)")
         axes[1].set_xlabel("tokens / s (batch of samples, compile excluded)")
         for ax in axes:
             ax.set_xscale("log")
             ax.set_ylabel("oracle Gen-PPL (HMM)")
-            ax.axhline(np.exp(m["floor"]), color="gray", ls="--", label="exp(H)")
+            ax.axhline(np.exp(m["floor"]), color="gray", ls="--",
+                       label="exp(H): the language's own")
+        # The NFE values themselves as ticks (the default log ticks overlap within a decade).
+        nfe = sorted({int(v) for d in m["pareto"][C].values() for v in d["nfe"]})
+        axes[0].set_xticks(nfe, [str(v) for v in nfe])
+        axes[0].xaxis.set_minor_formatter(ticker.NullFormatter())
         axes[0].set_title(f"Pareto, C = {C}")
         axes[0].legend(fontsize=7)
         names.append(plotting.save(fig, os.path.join(workdir, "pareto.png")))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from matplotlib import ticker
 
 from icml26_jax.core import plotting, results
 from icml26_jax.dsgd_hp import metrics as M
@@ -207,6 +206,8 @@ def _loglog(ax, x, y, label, **kw):
 
 def plot_all(c, done: dict, workdir: str) -> list[str]:
     """Writes the figures of the sweeps that ran; returns their paths."""
+    from matplotlib import ticker
+
     p, tag = c.quantile, f"q{round(100 * c.quantile)}"
     paths = []
     q = lambda a: np.quantile(a, p, axis=-1)

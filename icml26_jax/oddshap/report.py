@@ -130,17 +130,37 @@ def figures(workdir: str, m: dict, c) -> list[str]:
         ax.set_title(f"{name} (n = {g['n']})", fontsize=9)
         ax.legend(fontsize=6)
         out.append(plotting.save(fig, os.path.join(workdir, f"mse_vs_budget_{name}.png")))
-    ratios = game_ratios(m, c)
-    fig, ax = plotting.figure(1, 1, size=(5, 3.4))
+    from icml26_jax.oddshap.train import is_high_budget
+
+    # Left: claim 8's ratio at every budget (filled markers: the high budgets it averages
+    # over). Right: claim 10's gain over paired KernelSHAP, which should grow with m.
+    fig, axes = plotting.figure(1, 2, size=(3.9, 3.4), sharey=True)
     for i, (name, g) in enumerate(m["games"].items()):
-        budgets = np.array([int(b) for b in g["budgets"]], np.float64)
-        rel = budgets / (2.0 ** g["n"] if g["n"] <= 16 else g["n"])
-        ax.loglog(np.arange(len(rel)) + 1, ratios[name]["gain_by_budget"], "o-",
-                  color=f"C{i % 10}", label=name, ms=3)
-    ax.axhline(1.0, color="k", lw=0.6)
-    ax.set_xlabel("budget index (1 = smallest)")
-    ax.set_ylabel("MSE kernelshap_paired / MSE oddshap")
-    ax.legend(fontsize=6, ncol=2)
+        n, budgets = int(g["n"]), [int(b) for b in g["budgets"]]
+        step = np.arange(len(budgets)) + 1
+        best = [min(_mse(g, b, "kernelshap_paired"), _mse(g, b, "leverageshap"))
+                / _mse(g, b, "oddshap") for b in budgets]
+        paired = [_mse(g, b, "kernelshap_paired") / _mse(g, b, "oddshap") for b in budgets]
+        high = np.array([is_high_budget(n, b, float(c.eta)) for b in budgets])
+        for ax, gain in zip(axes, (np.array(best), np.array(paired))):
+            ax.semilogy(step, gain, "-", color=f"C{i % 10}", lw=1,
+                        label=f"{name} (n = {n})")
+            ax.semilogy(step[high], gain[high], "o", color=f"C{i % 10}", ms=4)
+            ax.semilogy(step[~high], gain[~high], "o", color=f"C{i % 10}", ms=4, mfc="none")
+    fracs = ", ".join(f"{100 * float(f):g}" for f in c.budget_fracs)
+    mults = ", ".join(f"{int(k)}" for k in c.budget_mults)
+    for ax, title in zip(axes, ("over the best regression\n(claim 8)",
+                                "over paired KernelSHAP\n(claim 10)")):
+        ax.axhline(1.0, color="k", lw=0.6, label="equal MSE")
+        ax.set_xticks(np.arange(max(len(c.budget_fracs), len(c.budget_mults))) + 1)
+        ax.set_xlabel("budget step")
+        ax.set_title(f"MSE gain of OddSHAP {title}", fontsize=8)
+    fig.supxlabel(f"budget step k: m = {fracs} % of 2^n (n <= 16), or {mults} x n (n >= 30)",
+                  fontsize=7)
+    axes[0].axhline(2.0, color="k", lw=0.8, ls="--",
+                    label="claim 8: gain >= 2 (MSE <= 0.5x)\nat high budgets (filled)")
+    axes[0].set_ylabel("MSE baseline / MSE OddSHAP (> 1: better)")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", fontsize=6)
     out.append(plotting.save(fig, os.path.join(workdir, "gain_vs_budget.png")))
     abl = m.get("ablations", {})
     if abl:

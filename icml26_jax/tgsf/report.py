@@ -11,7 +11,6 @@ import os
 
 import jax
 import numpy as np
-from matplotlib.colors import hsv_to_rgb
 
 from icml26_jax.core import plotting, results
 from icml26_jax.tgsf import camera as camlib
@@ -133,6 +132,8 @@ def summary(c, m: dict, claims_) -> str:
 
 def _flow_rgb(flow, scale=None):
     """Flow [H, W, 2] as colours: hue = direction, value = magnitude / scale."""
+    from matplotlib.colors import hsv_to_rgb
+
     flow = np.asarray(flow, np.float64)
     mag = np.linalg.norm(flow, axis=-1)
     scale = scale or max(float(np.max(mag)), 1e-6)

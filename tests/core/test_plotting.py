@@ -1,12 +1,13 @@
 """Tests of icml26_jax.core.plotting: figures without pyplot, PNGs on disk."""
 
+import subprocess
 import sys
 
 import matplotlib.image
 import numpy as np
 import pytest
 
-from icml26_jax.core import plotting
+from icml26_jax.core import plotting, testing
 
 
 def test_single_axes_png(tmp_path):
@@ -92,3 +93,16 @@ def test_save_refuses_an_unlabelled_axes_and_writes_nothing(tmp_path):
     assert plotting.unlabelled_axes(plotting.figure()[0]) == []
     plotting.save(fig, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_importing_the_papers_does_not_import_matplotlib():
+    """matplotlib (0.4 s) is imported when a figure is made, not when an entry script starts:
+    a bad flag fails, and every test subprocess starts, without it."""
+    code = ("import sys\n"
+            "import icml26_jax.core.plotting\n"
+            "for p in ('dsgd_hp', 'tgsf', 'discrete_diffusion', 'safe_flow_rl'):\n"
+            "    __import__(f'icml26_jax.{p}.report')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=testing.REPO_ROOT).stdout
+    assert out.strip() == "[]", out
