@@ -35,23 +35,21 @@ Ratios are what to read; absolute times on shared CPUs are noise.
 
 import json
 import os
-import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from flax import nnx
+
+from icml26_jax.adarope import configs, optim, rope, train
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import results, timing
+from icml26_jax.lm import hmm as hmm_lib
+from icml26_jax.lm import train as lm_train
+from icml26_jax.lm.transformer import Attention, TransformerConfig
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.adarope import configs, optim, rope, train  # noqa: E402
-from icml26_jax.core import mesh as mesh_lib  # noqa: E402
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.lm import hmm as hmm_lib  # noqa: E402
-from icml26_jax.lm import train as lm_train  # noqa: E402
-from icml26_jax.lm.transformer import Attention, TransformerConfig  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "T in {64, 256}, 5 repeats: a < 60 s smoke run.")
 REPEATS = flags.DEFINE_integer("repeats", 50, "Timed calls per case (median reported).")

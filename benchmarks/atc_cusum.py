@@ -26,21 +26,19 @@ import jax
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_enable_x64", True)
 
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import json
+import os
+import platform
+import time
+
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from icml26_jax.atc_cusum import atc, baselines, envs, metrics, train
+from icml26_jax.core import results
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from icml26_jax.atc_cusum import atc, baselines, envs, metrics, train  # noqa: E402
-from icml26_jax.core import results  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "Small sizes (T = 1000 / 4000, R = 16): a < 60 s "
                           "smoke run of every code path; ratios are indicative only.")

@@ -25,22 +25,20 @@ Writes ``benchmarks/results/baguan_ts.json`` (``baguan_ts_quick.json`` with ``--
 import json
 import os
 import platform
-import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from flax import nnx
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.baguan_ts import (baselines, configs, data_real, evaluate, metrics,  # noqa: E402
+from icml26_jax.baguan_ts import (baselines, configs, data_real, evaluate, metrics,
                                   predict, train)
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.core.testing import CompileCounter  # noqa: E402
+from icml26_jax.core import results, timing
+from icml26_jax.core.testing import CompileCounter
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODEL = flags.DEFINE_string("model", "runs/baguan_ts", "Workdir (or model directory) of a "
                             "run whose saved forecaster is benchmarked.")

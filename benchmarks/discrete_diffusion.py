@@ -35,23 +35,21 @@ Writes ``benchmarks/results/discrete_diffusion.json`` (``_quick.json`` with ``--
 import json
 import os
 import platform
-import sys
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import results, timing
+from icml26_jax.core.testing import CompileCounter
+from icml26_jax.discrete_diffusion import configs, data, flops, losses, train
+from icml26_jax.discrete_diffusion import model as model_lib
+from icml26_jax.lm import hmm as hmm_lib
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from icml26_jax.core import mesh as mesh_lib  # noqa: E402
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.core.testing import CompileCounter  # noqa: E402
-from icml26_jax.discrete_diffusion import configs, data, flops, losses, train  # noqa: E402
-from icml26_jax.discrete_diffusion import model as model_lib  # noqa: E402
-from icml26_jax.lm import hmm as hmm_lib  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "sizes XS, S; T in {4, 64}; 3 repeats (< 2 min).")
 REPEATS = flags.DEFINE_integer("repeats", 10, "Timed calls per case (median reported).")

@@ -34,28 +34,26 @@ import jax
 # query or computation does), so it is set before anything else can touch JAX.
 jax.config.update("jax_num_cpu_devices", 8)
 
-import functools  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import functools
+import json
+import os
+import platform
+import time
+
+import jax.numpy as jnp
+import jaxlib
+import numpy as np
+from absl import app, flags
+from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import results
+from icml26_jax.core.mesh import USERS
+from icml26_jax.core.testing import BACKEND_COMPILE_EVENT
+from icml26_jax.dsgd_hp import dsgd, gossip, graphs, problems
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax.numpy as jnp  # noqa: E402
-import jaxlib  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from jax import lax  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
-
-from icml26_jax.core import mesh as mesh_lib  # noqa: E402
-from icml26_jax.core import results  # noqa: E402
-from icml26_jax.core.mesh import USERS  # noqa: E402
-from icml26_jax.core.testing import BACKEND_COMPILE_EVENT  # noqa: E402
-from icml26_jax.dsgd_hp import dsgd, gossip, graphs, problems  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "Small sizes (T = 100, n = 64 only): a < 60 s smoke "
                           "run of every code path; ratios are indicative only.")

@@ -40,26 +40,24 @@ import jax
 # anything can touch JAX (the users mesh of (b) needs 8 devices).
 jax.config.update("jax_num_cpu_devices", 8)
 
-import contextlib  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import contextlib
+import json
+import os
+import platform
+import re
+import time
+
+import jax.numpy as jnp
+import jaxlib
+import numpy as np
+from absl import app, flags
+from jax import lax
+
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import results, timing
+from icml26_jax.fml import clients, configs, model, report, train
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax.numpy as jnp  # noqa: E402
-import jaxlib  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from jax import lax  # noqa: E402
-
-from icml26_jax.core import mesh as mesh_lib  # noqa: E402
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.fml import clients, configs, model, report, train  # noqa: E402
 
 REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls per measurement (median).")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/fml.json).")

@@ -21,23 +21,20 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import json
+import os
+import platform
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import app, flags
+from flax import nnx
 
-import jax.numpy as jnp  # noqa: E402
-import ml_collections  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.fpda import baselines, dapo, metrics, prompts, train  # noqa: E402
-from icml26_jax.fpda import model as model_lib  # noqa: E402
+from icml26_jax.core import results, timing
+from icml26_jax.fpda import baselines, dapo, metrics, prompts, train
+from icml26_jax.fpda import model as model_lib
 
 WORKDIR = flags.DEFINE_string("workdir", "runs/fpda", "A finished experiments/fpda.py run.")
 REPEATS = flags.DEFINE_integer("repeats", 5, "Timed passes over the split (median).")

@@ -27,9 +27,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from absl import app, flags  # noqa: E402
+from absl import app, flags
 
 NS = flags.DEFINE_list("ns", ["10000", "100000", "1000000"], "N of the main rows.")
 DENSE_NS = flags.DEFINE_list("dense_ns", ["2000", "4000", "8000", "10000"], "Dense Cholesky N.")

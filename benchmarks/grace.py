@@ -20,20 +20,18 @@ Writes ``benchmarks/results/grace.json`` (``grace_quick.json`` with ``--quick``)
 import json
 import os
 import platform
-import sys
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from flax import nnx
+
+from icml26_jax.core import results
+from icml26_jax.grace import configs, data, export, int4, lsq, train
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.core import results  # noqa: E402
-from icml26_jax.grace import configs, data, export, int4, lsq, train  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "2 repeats.")
 REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls per case (median reported).")

@@ -28,22 +28,20 @@ Ratios are what to read; absolute times on shared CPUs are noise.
 
 import json
 import os
-import sys
 import time
 
+import jax
+import numpy as np
+from absl import app, flags
+
+from icml26_jax.core import mesh as mesh_lib
+from icml26_jax.core import results, timing
+from icml26_jax.core.optim import promotion_safe
+from icml26_jax.grad_smoothing import configs, train, transform
+from icml26_jax.lm import hmm as hmm_lib
+from icml26_jax.lm import train as lm_train
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from icml26_jax.core import mesh as mesh_lib  # noqa: E402
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.core.optim import promotion_safe  # noqa: E402
-from icml26_jax.grad_smoothing import configs, train, transform  # noqa: E402
-from icml26_jax.lm import hmm as hmm_lib  # noqa: E402
-from icml26_jax.lm import train as lm_train  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "depth 8, d_model 32, 5 repeats: a < 60 s run.")
 REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps per case (median reported).")

@@ -23,20 +23,18 @@ Writes ``benchmarks/results/lad.json`` (``lad_quick.json`` with ``--quick``).
 import json
 import os
 import platform
-import sys
 import time
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from icml26_jax.core import results, timing
+from icml26_jax.lad import agd, configs, data, train
+from icml26_jax.lad import model as model_lib
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.lad import agd, configs, data, train  # noqa: E402
-from icml26_jax.lad import model as model_lib  # noqa: E402
 
 QUICK = flags.DEFINE_bool("quick", False, "200 episodes, N = 4, 2 repeats.")
 REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls per case (median reported).")

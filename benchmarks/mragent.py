@@ -20,22 +20,19 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import json
+import os
+import platform
+import tempfile
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
+from absl import app, flags
 
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from icml26_jax.core import results  # noqa: E402
-from icml26_jax.mragent import configs, train  # noqa: E402
-from icml26_jax.mragent.embed import Fitted  # noqa: E402
-from icml26_jax.mragent.reasoner import LocalReasoner  # noqa: E402
+from icml26_jax.core import results
+from icml26_jax.mragent import configs, train
+from icml26_jax.mragent.embed import Fitted
+from icml26_jax.mragent.reasoner import LocalReasoner
 
 SEED = flags.DEFINE_integer("seed", 0, "SynthMem seed.")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/mragent.json).")

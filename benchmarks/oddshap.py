@@ -26,12 +26,9 @@ Writes ``benchmarks/results/oddshap.json``.
 import json
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from absl import app, flags  # noqa: E402
+from absl import app, flags
 
 GAMES = flags.DEFINE_list("games", ["mlp_diabetes", "mlp_wine", "mlp_synth14", "digits16",
                                     "gbt_synth16", "tree_cancer30", "soum30", "soum60",

@@ -22,23 +22,21 @@ import jax
 # The CPU device count is fixed when the backend starts: set it before anything touches JAX.
 jax.config.update("jax_num_cpu_devices", 8)
 
-import functools  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import functools
+import json
+import os
+import platform
+import time
+
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from icml26_jax.core import results
+from icml26_jax.rank_learner import (baselines, configs, fitting, model, nuisance,
+                                     ranking, train)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from icml26_jax.core import results  # noqa: E402
-from icml26_jax.rank_learner import (baselines, configs, fitting, model, nuisance,  # noqa: E402
-                                     ranking, train)
 
 QUICK = flags.DEFINE_bool("quick", False, "3 seeds, 500-row splits, <= 10 epochs: a < 60 s "
                           "run of every code path; ratios are indicative only.")

@@ -23,23 +23,20 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import json
+import os
+import platform
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+from flax import nnx
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.safe_flow_rl import (baselines, configs, critics, data, envs,  # noqa: E402
+from icml26_jax.core import results, timing
+from icml26_jax.safe_flow_rl import (baselines, configs, critics, data, envs,
                                      policies)
-from icml26_jax.safe_flow_rl.model import (ConditionalRealNVP, LatentRefiner,  # noqa: E402
+from icml26_jax.safe_flow_rl.model import (ConditionalRealNVP, LatentRefiner,
                                            distrax_flow)
 
 BATCH = flags.DEFINE_integer("batch", 256, "States per policy call.")

@@ -22,13 +22,11 @@ Writes ``benchmarks/results/simplicity_bias.json`` (``simplicity_bias_quick.json
 import json
 import os
 import platform
-import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from absl import app, flags
 
-from absl import app, flags  # noqa: E402
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 QUICK = flags.DEFINE_bool("quick", False, "d = 32 only, fewer steps and repeats: < 60 s.")
 NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 8, "Simulated CPU devices for the "

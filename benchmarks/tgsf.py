@@ -23,24 +23,21 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 8)
 
-import functools  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import functools
+import json
+import os
+import platform
+import tempfile
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jax.numpy as jnp
+from absl import app, flags
+from flax import nnx
 
-import jax.numpy as jnp  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.core import checkpoint, results, timing  # noqa: E402
-from icml26_jax.tgsf import camera, configs, ff, fit, model, render  # noqa: E402
-from icml26_jax.tgsf import data as tdata  # noqa: E402
-from icml26_jax.tgsf import gaussians as G  # noqa: E402
+from icml26_jax.core import checkpoint, results, timing
+from icml26_jax.tgsf import camera, configs, ff, fit, model, render
+from icml26_jax.tgsf import data as tdata
+from icml26_jax.tgsf import gaussians as G
 
 REPEATS = flags.DEFINE_integer("repeats", 10, "Timed calls per measurement (median).")
 CLIPS = flags.DEFINE_integer("clips", 20, "Test clips for accuracy per cost.")

@@ -18,20 +18,17 @@ Writes ``benchmarks/results/trace.json``.
 import json
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import app, flags
+from flax import nnx
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-from absl import app, flags  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from icml26_jax.core import results, timing  # noqa: E402
-from icml26_jax.trace import baselines, configs, data, infer, model  # noqa: E402
+from icml26_jax.core import results, timing
+from icml26_jax.trace import baselines, configs, data, infer, model
 
 REPEATS = flags.DEFINE_integer("repeats", 20, "Timed calls per measurement (median).")
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/trace.json).")
