@@ -15,7 +15,9 @@ all in one process, on the same games, explicands, seeds and budgets as the expe
   Target: MSE(OddSHAP) <= 0.5 x paired KernelSHAP (own and shapiq) and <= 0.5 x shap
   Permutation on >= 3/4 of the games at high budget.
 * Budget to match: the smallest OddSHAP budget whose MSE <= paired KernelSHAP's MSE at the
-  largest budget; ``m_kernel / m_odd`` >= 3 on >= 3/4 of the games.
+  largest budget, on a grid of ``--match_budgets`` (>= 8) log-spaced budgets per game (budgets
+  of one power-of-two bucket share one compiled program); ``m_kernel / m_odd`` >= 3 on >= 3/4
+  of the games.
 * Overhead at n = 16, m = 0.1 x 2^16 = 6554 (games excluded, after compile): proxy fit <= 10
   s, regression <= 2 s, ratio to own paired KernelSHAP's time, and the break-even game cost
   overhead / (m_kernel - m_odd).
@@ -37,6 +39,9 @@ SEEDS = flags.DEFINE_integer("seeds", 10, "Estimator seeds per cell.")
 PEER_SEEDS = flags.DEFINE_integer("peer_seeds", 2, "Seeds for the (host-loop) peers.")
 PEER_MAX_N = flags.DEFINE_integer("peer_max_n", 16, "Largest n for the peers.")
 PEER_MAX_M = flags.DEFINE_integer("peer_max_m", 5000, "Largest budget for the peers.")
+MATCH_BUDGETS = flags.DEFINE_integer(
+    "match_budgets", 12, "OddSHAP budgets per game (log-spaced from the smallest to the largest "
+    "experiment budget, plus the experiment's own) for the budget to match (>= 8).", lower_bound=8)
 OUT = flags.DEFINE_string("out", None, "Output JSON (default benchmarks/results/oddshap.json).")
 
 PEER_E = 2  # explicands the peers explain (host loops)
@@ -158,11 +163,25 @@ def main(argv):
         high = [m for m in rows if train.is_high_budget(gs.n, int(m), c.eta)]
         ms = sorted(rows, key=int)
         target = rows[ms[-1]]["kernelshap_paired"]
-        match = next((int(m) for m in ms if rows[m]["oddshap"] <= target), None)
-        g = {"n": gs.n, "rows": rows,
+        # OddSHAP alone on a finer grid of budgets (the experiment's budgets included)
+        grid = sorted({int(round(x)) for x in np.geomspace(int(ms[0]), int(ms[-1]),
+                                                           MATCH_BUDGETS.value)}
+                      | {int(m) for m in ms})
+        curve = {}
+        for m in grid:
+            if str(m) in rows:
+                curve[m] = rows[str(m)]["oddshap"]
+            else:
+                res, *_ = runner.run(gs, "oddshap", m, train.seed_keys(c, name, m))
+                curve[m] = float(metrics.mse(res.phi, gs.phi[None]).mean())
+        match = next((m for m in grid if curve[m] <= target), None)
+        g = {"n": gs.n, "rows": rows, "oddshap_curve": {str(m): v for m, v in curve.items()},
+             "kernelshap_largest_budget_mse": target,
              "ratio_vs_kernelshap_paired": metrics.geomean(
                  [rows[m]["oddshap"] / rows[m]["kernelshap_paired"] for m in high]),
+             "m_odd_to_match": match,
              "budget_to_match": (int(ms[-1]) / match) if match else 0.0}
+        print(name, "budget to match:", match, "of", ms[-1], flush=True)
         for peer in ("shapiq_kernelshap_paired", "shap_permutation"):
             have = [m for m in high if peer in rows[m]]
             if have:
@@ -186,7 +205,8 @@ def main(argv):
     sm, sc, sv = fit_proxy(z, vals, coal.valid)
     a, cm = jax.jit(lambda sm, sc, sv: proxy_lib.select_support(sm, sc, sv, n, odd.k))(sm, sc,
                                                                                         sv)
-    reg = jax.jit(lambda v, co, a, cm: estimator.solve_support(v, co, odd.plan, a, cm)[0])
+    lay = odd.plan.layout
+    reg = jax.jit(lambda v, co, a, cm: estimator.solve_support(v, co, lay, a, cm)[0])
     t_reg = median_seconds(reg, vals, coal, a, cm, repeats=3)
     t_odd = median_seconds(jax.jit(odd.fit), jax.random.key(0), coal, vals, repeats=3)
     ks = train.Runner(c).estimator("kernelshap_paired", n, m)

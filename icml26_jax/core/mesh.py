@@ -113,10 +113,12 @@ def pad_leading(x, size: int) -> np.ndarray:
     return np.concatenate([x, np.repeat(x[-1:], size - n, axis=0)])
 
 
-def map_runs(mesh: Mesh, fn, static, *args):
+def map_runs(mesh: Mesh, fn, static, *args, shared=None):
     """``fn(static, *args_r)`` for every replica ``r`` of the leading axis of ``args``, the
     replicas sharded over the ``RUNS`` axis of ``mesh`` (no communication: each device maps
-    its own replicas).
+    its own replicas). With ``shared`` (a pytree of arrays without a replica axis, replicated
+    on every device): ``fn(static, *args_r, shared)``, ``shared`` traced but not batched
+    (a ``lax.cond`` on it stays a real branch; new values do not recompile).
 
     ``fn`` must be a module-level function and ``static`` hashable (a tuple of configs,
     graphdefs, ints): both are jit static arguments, so repeated calls reuse the compiled
@@ -140,8 +142,10 @@ def map_runs(mesh: Mesh, fn, static, *args):
                          f"padded to {total} by an earlier call), got {sorted(sizes)}")
 
     placed = jax.tree.map(lambda a: _place(a, mesh, total), args)
+    if shared is not None:
+        shared = jax.tree.map(lambda a: replicate(np.asarray(a), mesh), shared)
     with jax.set_mesh(mesh):
-        return _map_runs(mesh, fn, static, *placed)
+        return _map_runs(mesh, fn, static, shared, *placed)
 
 
 def place_runs(mesh: Mesh, tree):
@@ -183,12 +187,16 @@ def _place(a, mesh: Mesh, total: int):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _map_runs(mesh, fn, static, *args):
+def _map_runs(mesh, fn, static, shared, *args):
     # A local map per device: the library functions are written per replica, so the
     # replication checks of shard_map are off.
-    body = jax.vmap(lambda *a: fn(static, *a))
-    return jax.shard_map(body, mesh=mesh, in_specs=tuple(P(RUNS) for _ in args),
-                         out_specs=P(RUNS), check_vma=False)(*args)
+    if shared is None:
+        body = jax.vmap(lambda *a: fn(static, *a))
+        return jax.shard_map(body, mesh=mesh, in_specs=tuple(P(RUNS) for _ in args),
+                             out_specs=P(RUNS), check_vma=False)(*args)
+    body = jax.vmap(lambda sh, *a: fn(static, *a, sh), in_axes=(None,) + (0,) * len(args))
+    return jax.shard_map(body, mesh=mesh, in_specs=(P(),) + tuple(P(RUNS) for _ in args),
+                         out_specs=P(RUNS), check_vma=False)(shared, *args)
 
 
 def columns_mesh() -> Mesh:

@@ -21,6 +21,7 @@ m)`` is the one-call form returning ``phi [n]``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import NamedTuple
@@ -36,35 +37,60 @@ METHODS = ("oddshap", "kernelshap_paired", "kernelshap_unpaired", "leverageshap"
 
 
 def kernel_regression(values: jax.Array, coal: sampling.Coalitions, n: int,
-                      solver: str = "kkt") -> tuple[jax.Array, jax.Array]:
+                      solver: str = "kkt"):
     """Classic KernelSHAP regression (Lundberg & Lee, exact constraint): every sampled
     coalition one row, 0/1 features ``z(S)``, target ``nu(S) - nu(0)``, weight ``w(S)``,
-    ``sum_i beta_i = nu(N) - nu(0)``; ``phi = beta``. Returns ``(phi [n], cond)``."""
+    ``sum_i beta_i = nu(N) - nu(0)``; ``phi = beta``. The ``"kkt"`` solve is guarded: where
+    it is ill-conditioned (``estimator.is_ill_conditioned``, e.g. fewer rows than players
+    at the smallest budgets) the min-norm ``"lstsq"`` reference replaces it, inside the
+    program (``estimator.guarded``). Returns ``(phi [n], cond, guarded)``."""
     rows = np.arange(2, values.shape[0])
     z = fourier.unpack(coal.masks[rows], n).astype(values.dtype)
     w = jnp.where(coal.valid[rows], coal.weights[rows], 0.0)
-    return estimator.constrained_wls(z, values[rows] - values[0], w,
-                                     jnp.ones((n,), values.dtype), values[1] - values[0],
-                                     solver)
+    y, c, b = values[rows] - values[0], jnp.ones((n,), values.dtype), values[1] - values[0]
+    if solver == "lstsq":
+        phi, cond = estimator.constrained_wls(z, y, w, c, b, "lstsq")
+        return phi, cond, jnp.asarray(False)
+
+    def plain(*ops):
+        phi, cond = estimator.constrained_wls(*ops, "kkt")
+        return (phi, cond), estimator.is_ill_conditioned(phi, cond)
+
+    def guard(out, *ops):
+        return estimator.constrained_wls(*ops, "lstsq")[0], out[1]
+
+    (phi, cond), bad = estimator.guarded(plain, guard, z, y, w, c, b)
+    return phi, cond, bad
 
 
 def _regression(n, m, *, paired, size_probs, weights="expected", solver="kkt"
                 ) -> estimator.Estimator:
-    """A sampler (``sampling``) + ``kernel_regression`` at budget ``m``."""
+    """A sampler (``sampling``) + ``kernel_regression`` at budget ``m`` (one program per
+    power-of-two bucket of ``m``)."""
     estimator._check_budget(n, m, 1.0)
     plan = sampling.plan_budget(n, m, size_probs, paired)
-    support, col_mask = estimator.singleton_support(n)
+    return estimator.Estimator(_build_regression, (plan.layout, weights, solver),
+                               sampling.plan_arrays(plan), plan)
 
-    def sample(key):
-        return sampling.sample(jax.random.split(key)[0], plan, weights=weights)
 
-    def fit(key, coal, values):
-        del key
-        phi, cond = kernel_regression(values, coal, n, solver)
+@functools.lru_cache(maxsize=None)
+def _build_regression(static):
+    lay, weights, solver = static
+    n = lay.n
+
+    def sample(arrays, key):
+        return sampling.sample(jax.random.split(key)[0], lay, arrays, weights=weights)
+
+    def fit(arrays, key, coal, values):
+        del arrays, key
+        # arrays are made per trace: the builder is cached and must hold none
+        support, col_mask = estimator.singleton_support(n)
+        phi, cond, grd = kernel_regression(values, coal, n, solver)
         return estimator.OddShapResult(phi, values[0], support, col_mask, cond,
-                                       jnp.asarray(False), sampling.budget_spent(coal))
+                                       jnp.asarray(False), sampling.budget_spent(coal), grd,
+                                       jnp.asarray(0, jnp.int32))
 
-    return estimator.Estimator(plan, sample, fit)
+    return sample, fit
 
 
 def make_kernelshap_paired(n: int, m: int, **kw) -> estimator.Estimator:
@@ -93,17 +119,25 @@ def permutation_plan(n: int, m: int) -> int:
 def make_permutation_antithetic(n: int, m: int) -> estimator.Estimator:
     """Antithetic permutation sampling at budget ``m`` distinct coalitions.
 
-    ``P`` pairs ``(pi, reverse(pi))`` are drawn; their prefix coalitions are listed in draw
-    order (``empty`` and ``N`` first); the first ``m`` *distinct* coalitions are the ones
+    ``P`` pairs ``(pi, reverse(pi))`` are drawn (``P`` fixed by the power-of-two bucket of
+    ``m``, so budgets of a bucket share one program); their prefix coalitions are listed in
+    draw order (``empty`` and ``N`` first); the first ``m`` *distinct* coalitions are the ones
     paid for, and a marginal contribution ``nu(prefix_{k+1}) - nu(prefix_k)`` counts iff both
     coalitions are among them. ``phi_i`` = mean of player ``i``'s counted contributions
     (``(nu(N) - nu(0)) / n`` if it has none: the budget did not reach it)."""
     estimator._check_budget(n, m, 1.0)
-    pairs = permutation_plan(n, m)
-    full = jnp.asarray(sampling._full_mask(n))
+    bucket = sampling.bucket_of(n, m)
+    return estimator.Estimator(_build_permutation, (n, permutation_plan(n, bucket)),
+                               np.int32(m))
+
+
+@functools.lru_cache(maxsize=None)
+def _build_permutation(static):
+    n, pairs = static
     w = fourier.num_words(n)
 
-    def sample(key):
+    def sample(m, key):
+        full = jnp.asarray(sampling._full_mask(n))
         perms = jax.vmap(lambda k: jax.random.permutation(k, n))(
             jax.random.split(jax.random.split(key)[0], pairs))
         perms = jnp.stack([perms, perms[:, ::-1]], axis=1).reshape(2 * pairs, n)  # [Q, n]
@@ -115,8 +149,8 @@ def make_permutation_antithetic(n: int, m: int) -> estimator.Estimator:
         paid, spent = first_m_distinct(seq, m)
         return PermutationDraw(seq, perms, paid, spent)
 
-    def fit(key, draw, vals):
-        del key
+    def fit(m, key, draw, vals):
+        del m, key
         perms, paid = draw.perms, draw.paid
         v0, vn = vals[0], vals[1]
         vin = vals[2:].reshape(2 * pairs, n - 1)
@@ -133,9 +167,10 @@ def make_permutation_antithetic(n: int, m: int) -> estimator.Estimator:
         phi = jnp.where(cnt > 0, tot / jnp.maximum(cnt, 1.0), (vn - v0) / n)
         return estimator.OddShapResult(phi, v0, jnp.zeros((1, w), jnp.uint32),
                                        jnp.zeros((1,), bool), jnp.asarray(jnp.nan),
-                                       jnp.asarray(False), draw.spent)
+                                       jnp.asarray(False), draw.spent, jnp.asarray(False),
+                                       jnp.asarray(0, jnp.int32))
 
-    return estimator.Estimator(None, sample, fit)
+    return sample, fit
 
 
 class PermutationDraw(NamedTuple):
@@ -158,8 +193,9 @@ def first_m_distinct(seq: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
     first_pos = jnp.zeros((c,), order.dtype).at[order].set(first_of_group[group])  # per row
     is_first = first_pos == jnp.arange(c)
     rank = jnp.cumsum(is_first) - 1  # distinct rank of each first occurrence, draw order
+    m = jnp.asarray(m).astype(rank.dtype)
     paid = rank[first_pos] < m
-    return paid, jnp.minimum(jnp.sum(is_first), m).astype(jnp.int32)
+    return paid, jnp.minimum(jnp.sum(is_first).astype(rank.dtype), m).astype(jnp.int32)
 
 
 def make_oddshap(n: int, m: int, **kw) -> estimator.Estimator:
@@ -183,7 +219,7 @@ def make(method: str, n: int, m: int, **kw) -> estimator.Estimator:
 
 def _one_call(method):
     def f(key, game, m, **kw):
-        return jax.jit(make(method, game.n, m, **kw))(key, game).phi
+        return make(method, game.n, m, **kw)(key, game).phi
     f.__name__ = method
     f.__doc__ = f"``phi [n]`` of {method} at budget ``m`` (one jitted call)."
     return f

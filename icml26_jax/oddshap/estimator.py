@@ -14,19 +14,25 @@ Given a game ``nu`` and a budget ``m`` (distinct coalitions, empty and grand inc
 4. Pair-collapsed rows (eq. O2): each pair ``(S, S^c)`` is one row, features ``chi_T(S)``,
    target ``nu_odd(S)``, weight ``2 w(S)``; an unpaired row keeps ``nu(S) - beta_0`` and
    ``w(S)`` (same minimiser as the uncollapsed rows).
-5. Constrained weighted least squares in float64 (``constrained_wls``; eq. O3).
+5. Constrained weighted least squares in float64 (eq. O3), guarded (``guarded_kkt_solve``).
 6. ``phi_i = -2 sum_{T in A, i in T} beta_T / |T|`` (eq. W2), ``phi_0 = nu(0)``.
 
 ``make_estimator`` returns a pure ``(key, game) -> OddShapResult`` function of static shapes
 (the budget plan is host-side), to be jitted and vmapped over seeds and explicands;
 ``oddshap`` is the one-call convenience. The KKT solve is a Cholesky of ``X^T W X`` with
 the constraint eliminated by its Schur complement (the same solution as the bordered KKT
-system); ``cond`` is estimated from the Cholesky diagonal; a NaN or ``cond > 1e10`` marks the
-result for the host-side ``lstsq`` re-solve (``COND_LIMIT``, see ``resolve_ill_conditioned``).
+system); ``cond`` is estimated from the Cholesky pivots. **Guard** (inside the program, by
+``lax.cond``): where that solve is not trustworthy (``cond > COND_LIMIT = 1e10`` or a
+non-finite result) a rank-revealing Cholesky in support order (singletons first, then the
+proxy's ranking) drops every column that is (nearly) a combination of earlier ones and the
+exactly-constrained least squares is solved on the kept columns; ``OddShapResult.guarded``
+and ``.dropped`` record it. Under ``vmap`` the guard's branch runs only for batches that
+need it (``guarded``, a custom batching rule).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -36,8 +42,9 @@ import numpy as np
 
 from icml26_jax.oddshap import fourier, proxy, sampling
 
-COND_LIMIT = 1e10
-SOLVERS = ("kkt", "lstsq")
+COND_LIMIT = 1e10  # spec §Method 6: above it the plain KKT solve is not trusted
+DROP_TOL = 1e-10  # guard: a column whose residual pivot is below DROP_TOL * its norm^2 drops
+SOLVERS = ("kkt", "kkt_plain", "lstsq")  # kkt: guarded; kkt_plain: unguarded (diagnostics)
 SUPPORTS = ("proxy", "singletons", "random_odd", "all_odd")
 PROXIES = ("jax_oblivious",)
 
@@ -50,6 +57,8 @@ class OddShapResult(NamedTuple):
     cond: jax.Array  # f64 [] condition estimate of X^T W X (nan in the fallback)
     used_fallback: jax.Array  # bool []
     budget_spent: jax.Array  # int32 [] distinct coalitions evaluated
+    guarded: jax.Array  # bool [] the conditioning guard replaced the plain solve
+    dropped: jax.Array  # int32 [] support columns the guard dropped as dependent
 
 
 class ProxyConfig(NamedTuple):
@@ -78,6 +87,9 @@ def constrained_wls(x: jax.Array, y: jax.Array, w: jax.Array, c: jax.Array, b: j
         ``X~ = sqrt(W) X``, ``P = I - c c^T / c^T c``, ``z = lstsq(X~ P, y~ - X~ c b / c^T c)``,
         ``beta = P z + c b / c^T c`` (min-norm; padding columns give 0).
 
+        This is the unguarded primitive (``"kkt"`` and ``"kkt_plain"`` are the same here):
+        the guard is ``guarded_kkt_solve``, used by ``solve_support``.
+
     Returns:
       ``(beta [K], cond)`` with ``cond`` the squared ratio of the largest to the smallest
       Cholesky pivot of ``G`` (an estimate of its condition number; ``inf`` if not PD).
@@ -100,22 +112,142 @@ def constrained_wls(x: jax.Array, y: jax.Array, w: jax.Array, c: jax.Array, b: j
 
 def kkt_solve(gram: jax.Array, xwy: jax.Array, c: jax.Array, b: jax.Array
               ) -> tuple[jax.Array, jax.Array]:
-    """The ``"kkt"`` solve of ``constrained_wls`` from ``X^T W X`` and ``X^T W y``."""
-    c = c.astype(gram.dtype)
+    """The plain ``"kkt"`` solve of ``constrained_wls`` from ``X^T W X`` and ``X^T W y``
+    (no guard: see ``guarded_kkt_solve``)."""
+    g, rhs, c = _augmented(gram, xwy, c, b)
+    chol = jnp.linalg.cholesky(g)
+    beta = _schur_solve(chol, rhs, c, b)
+    return beta, _pivot_cond(jnp.diag(chol))
+
+
+def _augmented(gram, xwy, c, b):
     # c (c^T beta - b) = 0 added to the stationarity equation: G + c c^T is PD exactly when
     # the KKT system is non-singular (e.g. 2^(n-1) odd columns on 2^(n-1) - 1 pairs)
-    g = gram + jnp.diag(1.0 - c) + jnp.outer(c, c)
-    rhs = xwy + c * b
-    chol = jnp.linalg.cholesky(g)
-    solve = lambda v: jax.scipy.linalg.cho_solve((chol, True), v)  # noqa: E731
-    both = solve(jnp.stack([rhs, c], axis=1))
+    c = c.astype(gram.dtype)
+    return gram + jnp.diag(1.0 - c) + jnp.outer(c, c), xwy + c * b, c
+
+
+def _schur_solve(chol, rhs, c, b):
+    """``beta = G^-1 (r - c lam)``, ``lam = (c^T G^-1 r - b) / (c^T G^-1 c)`` from the
+    Cholesky factor of ``G``: the constraint ``c^T beta = b`` holds exactly."""
+    both = jax.scipy.linalg.cho_solve((chol, True), jnp.stack([rhs, c], axis=1))
     g_rhs, g_c = both[:, 0], both[:, 1]
     lam = (jnp.dot(c, g_rhs) - b) / jnp.dot(c, g_c)
-    beta = g_rhs - lam * g_c
-    d = jnp.abs(jnp.diag(chol))
-    cond = jnp.where(jnp.all(jnp.isfinite(d)) & (jnp.min(d) > 0),
+    return g_rhs - lam * g_c
+
+
+def _pivot_cond(pivots):
+    """Squared ratio of the largest to the smallest Cholesky pivot (``inf`` if not PD)."""
+    d = jnp.abs(pivots)
+    return jnp.where(jnp.all(jnp.isfinite(d)) & (jnp.min(d) > 0),
                      (jnp.max(d) / jnp.min(d)) ** 2, jnp.inf)
-    return beta, cond
+
+
+def is_ill_conditioned(beta: jax.Array, cond: jax.Array, limit: float = COND_LIMIT
+                       ) -> jax.Array:
+    """``True`` where a solve must not be trusted: ``cond > limit`` or a non-finite ``beta``
+    (NaN ``cond`` counts as failed)."""
+    return ~(cond <= limit) | ~jnp.all(jnp.isfinite(beta))
+
+
+def ordered_cholesky(g: jax.Array, tol: float = DROP_TOL) -> tuple[jax.Array, jax.Array]:
+    """Rank-revealing Cholesky of the PSD ``g [K, K]`` in the given column order: column
+    ``j`` is kept iff its residual pivot, after the KEPT columns before it are projected
+    out, exceeds ``tol * g[j, j]`` (it adds direction the earlier columns lack); a dropped
+    column is a (near) linear combination of earlier kept ones. Left-looking, one column
+    per step (``lax.fori_loop``).
+
+    Returns:
+      ``(chol [K, K], keep bool [K])``: ``chol`` is the Cholesky factor of ``g`` restricted
+      to the kept rows and columns, with the identity on dropped ones (so that
+      ``cho_solve`` with a right-hand side that is 0 on dropped entries gives them 0).
+    """
+    k = g.shape[0]
+    diag0 = jnp.diag(g)
+    rows = jnp.arange(k)
+
+    def body(j, carry):
+        chol, keep = carry
+        v = g[:, j] - chol @ chol[j]  # chol[j]: row j, non-zero on kept columns < j
+        piv = v[j]
+        ok = (piv > tol * diag0[j]) & (diag0[j] > 0)
+        col = jnp.where((rows >= j) & ok, v / jnp.sqrt(jnp.where(ok, piv, 1.0)), 0.0)
+        return chol.at[:, j].set(col), keep.at[j].set(ok)
+
+    chol, keep = jax.lax.fori_loop(0, k, body, (jnp.zeros_like(g), jnp.zeros((k,), bool)))
+    both = keep[:, None] & keep[None, :]
+    chol = jnp.where(both, chol, 0.0) + jnp.diag((~keep).astype(g.dtype))
+    return chol, keep
+
+
+def rank_revealing_kkt_solve(gram, xwy, c, b, tol: float = DROP_TOL):
+    """The guard's solve: the columns that ``ordered_cholesky`` finds (near) dependent on
+    earlier ones (in support order: singletons first, then the proxy's ranking) are
+    dropped (``beta = 0``), and the exactly-constrained least squares on the kept columns
+    is solved from the factor of their now well-conditioned system. Returns ``(beta,
+    cond of the kept system, columns dropped)``."""
+    g, rhs, c = _augmented(gram, xwy, c, b)
+    real = c > 0
+    chol, keep = ordered_cholesky(g, tol)
+    dropped = jnp.sum((real & ~keep).astype(jnp.int32)).astype(jnp.int32)
+    keep_f = keep.astype(g.dtype)
+    beta = _schur_solve(chol, rhs * keep_f, c * keep_f, b) * keep_f
+    piv = jnp.where(keep & real, jnp.diag(chol), jnp.nan)
+    cond = jnp.nanmax(piv) ** 2 / jnp.nanmin(piv) ** 2
+    return beta, cond, dropped
+
+
+def guarded(plain: Callable, guard: Callable, *operands):
+    """``plain(*operands) -> (out, bad)``; where ``bad``, ``guard(out, *operands) -> out``
+    replaces ``out``, by ``lax.cond``. Returns ``(out, bad)``.
+
+    Under ``vmap`` a ``lax.cond`` with a batched predicate would run both branches for every
+    element; a custom batching rule instead runs ``plain`` batched and ``guard`` batched
+    only when some element of the batch needs it (one unbatched ``lax.cond`` on ``any``),
+    keeping ``guard``'s output only where ``bad``. (Nested ``vmap``s fall back to running
+    both branches for the outer axes: same values.)
+    """
+    @jax.custom_batching.custom_vmap
+    def f(*ops):
+        out, bad = plain(*ops)
+        return jax.lax.cond(bad, lambda: guard(out, *ops), lambda: out), bad
+
+    @f.def_vmap
+    def _rule(axis_size, in_batched, *ops):
+        ops = jax.tree.map(lambda a, isb: a if isb else jnp.broadcast_to(
+            a, (axis_size,) + jnp.shape(a)), ops, tuple(in_batched))
+        out, bad = jax.vmap(plain)(*ops)
+
+        def pick():
+            fixed = jax.vmap(guard)(out, *ops)
+            return jax.tree.map(lambda a, o: jnp.where(
+                bad.reshape(bad.shape + (1,) * (o.ndim - 1)), a, o), fixed, out)
+
+        res = jax.lax.cond(jnp.any(bad), pick, lambda: out)
+        res = (res, bad)
+        return res, jax.tree.map(lambda _: True, res)
+
+    return f(*operands)
+
+
+def guarded_kkt_solve(gram: jax.Array, xwy: jax.Array, c: jax.Array, b: jax.Array,
+                      tol: float = DROP_TOL):
+    """``kkt_solve`` with the rank/conditioning guard (spec §Method 6): where the plain
+    solve is ill-conditioned (``is_ill_conditioned``: ``cond > COND_LIMIT`` or non-finite)
+    the ``rank_revealing_kkt_solve`` replaces it. Returns ``(beta, cond, guard)`` with
+    ``cond`` the plain solve's estimate and ``guard = (engaged bool, columns dropped
+    int32)``."""
+
+    def plain(gm, xy, cc, bb):
+        beta, cond = kkt_solve(gm, xy, cc, bb)
+        return (beta, cond, jnp.asarray(0, jnp.int32)), is_ill_conditioned(beta, cond)
+
+    def guard(out, gm, xy, cc, bb):
+        beta, _, dropped = rank_revealing_kkt_solve(gm, xy, cc, bb, tol)
+        return beta, out[1], dropped
+
+    (beta, cond, dropped), bad = guarded(plain, guard, gram, xwy, c, b)
+    return beta, cond, (bad, dropped)
 
 
 def collapse_pairs(values: jax.Array, coal: sampling.Coalitions, rows: np.ndarray,
@@ -140,8 +272,14 @@ def uncollapsed(values: jax.Array, coal: sampling.Coalitions) -> tuple[jax.Array
     return values[rows] - beta0, jnp.where(coal.valid[rows], coal.weights[rows], 0.0), rows
 
 
-def regression_rows(plan: sampling.BudgetPlan) -> tuple[np.ndarray, np.ndarray]:
-    """Static row indices of the collapsed regression and whether each row is a pair."""
+def _layout(plan) -> sampling.Layout:
+    return plan.layout if isinstance(plan, sampling.BudgetPlan) else plan
+
+
+def regression_rows(plan) -> tuple[np.ndarray, np.ndarray]:
+    """Static row indices of the collapsed regression and whether each row is a pair (from a
+    ``sampling.Layout`` or a ``BudgetPlan``'s layout)."""
+    plan = _layout(plan)
     n_pair_rows = plan.n_enumerated + 2 * plan.n_pairs
     pairs = 2 + np.arange(0, n_pair_rows, 2)
     singles = 2 + n_pair_rows + np.arange(plan.n_single)
@@ -171,8 +309,11 @@ def gram_by_table(row_masks: jax.Array, w: jax.Array, y: jax.Array, support: jax
 
 def solve_support(values, coal, plan, support, col_mask, *, collapse: bool = True,
                   solver: str = "kkt"):
-    """Steps 3-6 for a given support ``A [k, W]``: ``(phi [n], cond)``. With the KKT solver
-    and ``n <= GRAM_TABLE_MAX_N`` the normal equations come from ``gram_by_table``."""
+    """Steps 3-6 for a given support ``A [k, W]``: ``(phi [n], cond, (guarded, dropped))``.
+    The ``"kkt"`` solver is guarded (``guarded_kkt_solve``); with ``n <= GRAM_TABLE_MAX_N``
+    its normal equations come from ``gram_by_table``. ``"lstsq"`` is the unguarded
+    reference. ``plan``: a ``sampling.Layout`` (or a ``BudgetPlan``)."""
+    plan = _layout(plan)
     n = plan.n
     if collapse:
         rows, paired = regression_rows(plan)
@@ -180,13 +321,25 @@ def solve_support(values, coal, plan, support, col_mask, *, collapse: bool = Tru
     else:
         y, w, rows = uncollapsed(values, coal)
     b = -0.5 * (values[1] - values[0])
-    if solver == "kkt" and n <= GRAM_TABLE_MAX_N:
-        gram, xwy = gram_by_table(coal.masks[rows], w, y, support, col_mask, n)
-        beta, cond = kkt_solve(gram, xwy, col_mask, b)
+    if solver in ("kkt", "kkt_plain"):
+        if n <= GRAM_TABLE_MAX_N:
+            gram, xwy = gram_by_table(coal.masks[rows], w, y, support, col_mask, n)
+        else:
+            x = jnp.where(col_mask, fourier.parity_f(coal.masks[rows], support, values.dtype),
+                          0.0)
+            xw = x * w[:, None]
+            gram, xwy = xw.T @ x, xw.T @ y
+        if solver == "kkt":
+            beta, cond, guard = guarded_kkt_solve(gram, xwy, col_mask, b)
+        else:
+            beta, cond = kkt_solve(gram, xwy, col_mask, b)
+            guard = (jnp.asarray(False), jnp.asarray(0, jnp.int32))
     else:
         x = jnp.where(col_mask, fourier.parity_f(coal.masks[rows], support, values.dtype), 0.0)
         beta, cond = constrained_wls(x, y, w, col_mask, b, solver)
-    return fourier.shapley_from_fourier(jnp.where(col_mask, beta, 0.0), support, n), cond
+        guard = (jnp.asarray(False), jnp.asarray(0, jnp.int32))
+    phi = fourier.shapley_from_fourier(jnp.where(col_mask, beta, 0.0), support, n)
+    return phi, cond, guard
 
 
 # ----------------------------------------------------------------------------- supports
@@ -225,12 +378,22 @@ def _check_budget(n: int, m: int, eta: float):
         raise ValueError(f"eta must be > 0, got {eta}")
 
 
+class OddArrays(NamedTuple):
+    """The budget-dependent (traced) part of an estimator: budgets of one bucket share its
+    compiled program."""
+    plan: sampling.PlanArrays
+    k: jax.Array  # int32 []: support size ceil(m / eta) (slots beyond it are masked)
+    fallback: jax.Array  # bool []: m < eta n (the proxy's own Shapley values)
+
+
 def make_estimator(n: int, m: int, *, eta: float = 10.0, support: str = "proxy",
                    paired: bool = True, weights: str = "expected", solver: str = "kkt",
                    proxy_cfg: ProxyConfig = ProxyConfig(), proxy_name: str = "jax_oblivious",
                    collapse: bool = True, size_probs=None) -> "Estimator":
     """OddSHAP for ``n`` players at budget ``m``: an ``Estimator`` (pure, jit/vmap-safe
-    ``(key, game) -> OddShapResult``, or its ``sample`` / ``fit`` halves).
+    ``(key, game) -> OddShapResult``, or its ``sample`` / ``fit`` halves). Its program
+    depends on ``m`` only through the power-of-two bucket of ``m`` (``sampling.Layout``):
+    every budget of a bucket reuses one compilation (``Estimator.__call__``).
 
     Args:
       eta: samples per support column (``k = ceil(m / eta)``); the fallback is taken iff
@@ -239,8 +402,9 @@ def make_estimator(n: int, m: int, *, eta: float = 10.0, support: str = "proxy",
         weights), ``"random_odd"`` (ablation: the proxy's set sizes, random members),
         ``"all_odd"`` (every odd set; n <= 20, consistency check).
       paired: paired sampling (``False``: the unpaired-sampling ablation, same support rule).
-      weights, size_probs: passed to ``sampling``; solver: ``"kkt"`` or ``"lstsq"``;
-      collapse: pair-collapsed rows (``False``: uncollapsed, the reference formulation).
+      weights, size_probs: passed to ``sampling``; solver: ``"kkt"`` (guarded) or
+        ``"lstsq"``; collapse: pair-collapsed rows (``False``: uncollapsed, the reference
+        formulation).
     """
     _check_budget(n, m, eta)
     if support not in SUPPORTS:
@@ -256,72 +420,115 @@ def make_estimator(n: int, m: int, *, eta: float = 10.0, support: str = "proxy",
     needs_proxy = support in ("proxy", "random_odd")
     if needs_proxy and not fallback and k < n:
         raise ValueError(f"k = ceil(m / eta) = {k} < n = {n}")
+    lay = plan.layout
+    if support == "all_odd":
+        slots = 1 << (n - 1)
+    else:
+        slots = max(n, int(math.ceil(lay.bucket / eta)))
+    lo = max(2, lay.bucket // 2 + 1)
+    regime = ("none" if support != "proxy" or lo >= eta * n
+              else "all" if lay.bucket < eta * n else "some")  # where the fallback can occur
+    static = (lay, slots, regime, support, weights, solver, proxy_cfg, collapse)
+    arrays = OddArrays(sampling.plan_arrays(plan), np.int32(k), np.bool_(fallback))
+    return Estimator(_build_oddshap, static, arrays, plan, k, fallback)
 
-    def sample(key) -> sampling.Coalitions:
-        return sampling.sample(jax.random.split(key)[0], plan, weights=weights)
 
-    def fit(key, coal: sampling.Coalitions, values: jax.Array) -> OddShapResult:
+@functools.lru_cache(maxsize=None)
+def _build_oddshap(static):
+    """``(sample(arrays, key), fit(arrays, key, draw, values))`` of a static spec."""
+    lay, slots, regime, support, weights, solver, proxy_cfg, collapse = static
+    n = lay.n
+    needs_proxy = support in ("proxy", "random_odd")
+
+    def sample(arrays, key) -> sampling.Coalitions:
+        return sampling.sample(jax.random.split(key)[0], lay, arrays.plan, weights=weights)
+
+    def fit(arrays, key, coal: sampling.Coalitions, values: jax.Array) -> OddShapResult:
         k_rand = jax.random.split(key)[1]
         spent = sampling.budget_spent(coal)
         empty = values[0]
+        fb = jnp.asarray(arrays.fallback)
+        none = (jnp.asarray(jnp.nan), jnp.asarray(False), jnp.asarray(0, jnp.int32))
         if needs_proxy:
             z = fourier.unpack(coal.masks, n)
             model = proxy.fit_oblivious_gbt(z, values, coal.valid, trees=proxy_cfg.trees,
                                             depth=proxy_cfg.depth, lr=proxy_cfg.lr,
                                             lam=proxy_cfg.lam)
             sm, sc, sv = proxy.tree_spectrum(model, n)
-            if fallback:
-                phi = fourier.shapley_from_fourier(jnp.where(sv, sc, 0.0), sm, n)
-                a, cm = proxy.select_support(sm, sc, sv, n, max(k, n))
-                return OddShapResult(phi, empty, a, cm, jnp.asarray(jnp.nan), jnp.asarray(True),
-                                     spent)
-            a, cm = proxy.select_support(sm, sc, sv, n, k)
+            a, cm = proxy.select_support(sm, sc, sv, n, slots)
+            cm = cm & (jnp.arange(slots, dtype=jnp.int32) < jnp.asarray(arrays.k).astype(jnp.int32))
             if support == "random_odd":
                 a, cm = random_odd_like(k_rand, a, cm, n)
         elif support == "singletons":
             a, cm = singleton_support(n)
         else:
             a, cm = all_odd_support(n)
-        phi, cond = solve_support(values, coal, plan, a, cm, collapse=collapse, solver=solver)
-        return OddShapResult(phi, empty, a, cm, cond, jnp.asarray(False), spent)
 
-    return Estimator(plan, sample, fit, k, fallback)
+        def regression():
+            phi, cond, (grd, dropped) = solve_support(values, coal, lay, a, cm,
+                                                      collapse=collapse, solver=solver)
+            return phi, (cond, grd, dropped)
+
+        def proxy_values():  # the fallback: the proxy's exact Shapley values
+            return fourier.shapley_from_fourier(jnp.where(sv, sc, 0.0), sm, n), none
+
+        if regime == "none":
+            phi, (cond, grd, dropped) = regression()
+        elif regime == "all":
+            phi, (cond, grd, dropped) = proxy_values()
+        else:  # a real branch when the budget is not batched (it never is in the runner)
+            phi, (cond, grd, dropped) = jax.lax.cond(fb, proxy_values, regression)
+        return OddShapResult(phi, empty, a, cm, cond, fb if regime != "none" else
+                             jnp.asarray(False), spent, grd, dropped)
+
+    return sample, fit
 
 
 class Estimator:
     """A Shapley estimator at a fixed budget, split at the game: ``sample(key) -> draw``
     (coalitions; ``draw.masks uint32 [M, W]``), the game evaluated on ``draw.masks``, then
-    ``fit(key, draw, values [M]) -> OddShapResult``. ``est(key, game)`` does all three. The
-    split lets one compiled sampler serve every game with the same ``n`` and budget, and
-    methods with the same sampler share their draws."""
+    ``fit(key, draw, values [M]) -> OddShapResult``. ``est(key, game)`` does all three in one
+    jitted program shared by every budget of the bucket (``static`` is its compile key,
+    ``arrays`` the budget's traced part). The split lets one compiled sampler serve every
+    game with the same ``n`` and bucket, and methods with the same sampler share their
+    draws. Inside a larger program pass ``arrays`` explicitly (``sample(key, arrays)``) to
+    keep them traced."""
 
-    def __init__(self, plan, sample, fit, k=0, fallback=False):
-        self.plan, self.sample, self.fit, self.k, self.fallback = plan, sample, fit, k, fallback
+    def __init__(self, build, static, arrays, plan=None, k=0, fallback=False):
+        self.build, self.static, self.arrays = build, static, arrays
+        self.plan, self.k, self.fallback = plan, k, fallback
+
+    @property
+    def program(self) -> tuple:
+        """Hashable: what the compiled program depends on (not the budget within a bucket)."""
+        return (self.build, self.static)
+
+    def sample(self, key, arrays=None):
+        return self.build(self.static)[0](self.arrays if arrays is None else arrays, key)
+
+    def fit(self, key, draw, values, arrays=None):
+        return self.build(self.static)[1](self.arrays if arrays is None else arrays, key, draw,
+                                          values)
 
     def __call__(self, key, game) -> OddShapResult:
-        draw = self.sample(key)
-        return self.fit(key, draw, game.packed(draw.masks))
+        return _call(self.program, self.arrays, key, game)
+
+
+def run_program(program, arrays, key, game) -> OddShapResult:
+    """Sample, evaluate ``game`` on the draw, fit (``program = Estimator.program``)."""
+    build, static = program
+    sample, fit = build(static)
+    draw = sample(arrays, key)
+    return fit(arrays, key, draw, game.packed(draw.masks))
+
+
+_call = jax.jit(run_program, static_argnums=0)
 
 
 def oddshap(key, game, m: int, *, eta: float = 10.0, proxy: str = "jax_oblivious",
             support_override=None, paired: bool = True, **kw) -> OddShapResult:
     """One OddSHAP estimate (spec's signature). ``support_override``: one of ``SUPPORTS``
-    (default ``"proxy"``). Jit the result of ``make_estimator`` for repeated calls."""
+    (default ``"proxy"``). Budgets of one power-of-two bucket share one compilation."""
     est = make_estimator(game.n, m, eta=eta, support=support_override or "proxy",
                          paired=paired, proxy_name=proxy, **kw)
-    return jax.jit(est)(key, game)
-
-
-def resolve_ill_conditioned(results: OddShapResult, rerun: Callable, limit: float = COND_LIMIT
-                            ) -> tuple[np.ndarray, int]:
-    """Host step after a batched KKT run: every entry with ``cond > limit`` (or non-finite
-    phi) outside the fallback is recomputed by ``rerun(flat_index) -> phi`` (the lstsq
-    solver). Returns ``(phi [..., n], number re-solved)``."""
-    phi = np.array(results.phi)
-    cond = np.asarray(results.cond)
-    bad = (~np.asarray(results.used_fallback)) & (~(cond <= limit)
-                                                  | ~np.all(np.isfinite(phi), axis=-1))
-    flat = phi.reshape(-1, phi.shape[-1])
-    for i in np.flatnonzero(bad.reshape(-1)):
-        flat[i] = np.asarray(rerun(int(i)))
-    return flat.reshape(phi.shape), int(bad.sum())
+    return est(key, game)

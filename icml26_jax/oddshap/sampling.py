@@ -23,15 +23,20 @@ distinct ones in draw order are kept. ``plan_budget`` chooses ``cap`` so that th
 number of distinct candidates exceeds ``n_draw`` by a wide margin; the coalitions actually
 obtained are ``valid`` and counted in ``budget_spent``.
 
-Row layout of ``Coalitions`` (every field ``[M]``, ``M = plan.rows = m``): ``[empty, grand,
-enumerated pairs (S, S^c)..., sampled pairs (S, S^c)... | sampled singles..., padding]``;
-padding rows (an odd leftover unit, or fewer distinct candidates than planned) are
-``valid=False`` with weight 0, so every sampler at budget ``m`` has the same shapes.
-``pair_first`` marks the first row of each complementary pair (its partner is the next row).
+**Buckets** (spec §Experiment): shapes depend on the power-of-two bucket of ``m`` only
+(``Layout``, static), what the budget itself spends on ``PlanArrays`` (traced): budgets of
+one bucket share one compiled program. Row layout of ``Coalitions`` (every field ``[M]``,
+``M = layout.rows``): ``[empty, grand, enumerated block: pairs (S, S^c) of the sizes the
+bucket's top enumerates, sampled pairs (S, S^c)... | sampled singles...]``; rows the budget
+does not spend (sizes it does not enumerate, draw slots beyond its own count, an odd leftover
+unit, fewer distinct candidates than planned) are ``valid=False`` with weight 0. The budget
+actually spent stays exact (``budget_spent``). ``pair_first`` marks the first row of each
+complementary pair (its partner is the next row).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import NamedTuple
@@ -45,8 +50,33 @@ from icml26_jax.oddshap import fourier
 WEIGHTS = ("expected", "stratified")
 
 
+class Layout(NamedTuple):
+    """Static row layout shared by every budget of a power-of-two bucket (fixes every shape,
+    so one program serves all of them): ``[empty, grand, enumerated block, sampled pairs |
+    singles]``. The enumerated block holds every pair of the sizes enumerated at the top of
+    the bucket (rows of a size the budget does not enumerate are ``valid=False``); ``n_draw``
+    is the most draws any budget of the bucket makes, ``cap`` the most candidates."""
+    n: int
+    paired: bool
+    bucket: int  # power of two >= m (at most 2^n)
+    enumerated_sizes: tuple  # sizes s <= n - s with a block (the bucket top's enumeration)
+    n_enumerated: int  # rows of the enumerated block
+    n_draw: int  # draw slots (pairs if paired, else coalitions)
+    cap: int  # candidates drawn for without-replacement selection
+    rows: int  # 2 + n_enumerated + (2 if paired else 1) * n_draw
+
+    @property
+    def n_pairs(self) -> int:
+        return self.n_draw if self.paired else 0
+
+    @property
+    def n_single(self) -> int:
+        return 0 if self.paired else self.n_draw
+
+
 class BudgetPlan(NamedTuple):
-    """Host-side, static description of how a budget is spent (fixes every shape)."""
+    """Host-side plan of budget ``m``: what is enumerated and drawn (exact), and the static
+    ``layout`` of its bucket."""
     n: int
     m: int
     paired: bool
@@ -56,12 +86,23 @@ class BudgetPlan(NamedTuple):
     n_enumerated: int  # coalitions enumerated (pairs counted twice)
     n_pairs: int  # sampled pairs (paired)
     n_single: int  # sampled coalitions (unpaired)
-    cap: int  # candidates drawn for without-replacement selection
-    rows: int  # M = m: 2 + n_enumerated + 2 n_pairs + n_single, then invalid padding rows
+    cap: int  # candidates this budget alone would need
+    layout: Layout
 
     @property
     def planned_spent(self) -> int:
         return 2 + self.n_enumerated + 2 * self.n_pairs + self.n_single
+
+    @property
+    def rows(self) -> int:
+        return self.layout.rows
+
+
+class PlanArrays(NamedTuple):
+    """The dynamic part of a plan (traced arrays: budgets of one bucket share programs)."""
+    enum_on: jax.Array  # bool [n + 1]: size s enumerated (s and n - s)
+    size_probs: jax.Array  # f64 [n + 1]: p(s) over the sampled sizes, 0 elsewhere
+    n_draw: jax.Array  # int32 []: draws made (pairs if paired)
 
 
 class Coalitions(NamedTuple):
@@ -109,20 +150,28 @@ def _expected_distinct(counts: np.ndarray, draws: float, probs: np.ndarray) -> f
     return float(np.sum(counts * -np.expm1(-lam)))
 
 
-def plan_budget(n: int, m: int, size_probs=None, paired: bool = True) -> BudgetPlan:
-    """The static plan for budget ``m`` (see module docstring). ``size_probs``: ``[n + 1]``
-    (index = size; default uniform), symmetric ``p(s) = p(n - s)``."""
+def bucket_of(n: int, m: int) -> int:
+    """The power-of-two bucket of budget ``m`` (``m`` rounded up to a power of two, at most
+    ``2^n``)."""
+    return int(min(1 << max(int(m) - 1, 1).bit_length(), 2 ** n))
+
+
+def _check_plan_args(n, m, size_probs):
     n = fourier.check_players(n)
     if n < 2:
         raise ValueError(f"n (number of players) must be >= 2, got {n}")
-    total = 2.0 ** n
-    if not 2 <= int(m) <= total:
-        raise ValueError(f"m (budget) must be in [2, 2^n = {int(total)}], got {m}")
-    m = int(m)
+    if not 2 <= int(m) <= 2.0 ** n:
+        raise ValueError(f"m (budget) must be in [2, 2^n = {2 ** n}], got {m}")
     p = uniform_size_probs(n) if size_probs is None else np.asarray(size_probs, np.float64)
     if p.shape != (n + 1,) or np.any(p < 0) or not np.allclose(p[1:n], p[1:n][::-1]):
         raise ValueError(f"size_probs must be [n + 1] = [{n + 1}], non-negative and symmetric "
                          f"(p(s) = p(n - s)), got shape {p.shape}")
+    return n, int(m), p
+
+
+def _spend(n: int, m: int, p: np.ndarray, paired: bool):
+    """The border trick and the draw count of budget ``m``: ``(enumerated, n_enum,
+    remaining, pr, n_draw)``."""
     remaining = [s for s in range(1, n) if p[s] > 0]
     budget = m - 2
     enumerated = []
@@ -144,25 +193,74 @@ def plan_budget(n: int, m: int, size_probs=None, paired: bool = True) -> BudgetP
     n_enum = sum(math.comb(n, s) * (1 if s == n - s else 2) for s in enumerated)
     pr = np.array([p[s] for s in remaining], np.float64)
     pr = pr / pr.sum() if remaining else pr
-    if paired:
-        n_pairs, n_single = (budget // 2, 0) if remaining else (0, 0)
-        # pair classes: (size s, S uniform of size s) -> canonical pair; class sizes per s
-        n_draw = n_pairs
-    else:
-        n_pairs, n_single = 0, (budget if remaining else 0)
-        n_draw = n_single
+    n_draw = (budget // 2 if paired else budget) if remaining else 0
     avail = sum(math.comb(n, s) for s in remaining)
     if paired:
         avail //= 2
-    n_draw = min(n_draw, avail)
-    if paired:
-        n_pairs = n_draw
-    else:
-        n_single = n_draw
+    return tuple(enumerated), n_enum, remaining, pr, min(n_draw, avail)
+
+
+@functools.lru_cache(maxsize=512)
+def _layout(n: int, bucket: int, p_key: tuple, paired: bool) -> Layout:
+    """The bucket's layout: its enumerated block is the top budget's (the enumeration only
+    grows with the budget, checked in ``plan_budget``); ``n_draw`` and ``cap`` are maxima over
+    the bucket's budgets, found at the ends of the stretches of equal enumeration (where
+    ``n_draw`` and ``cap`` peak) by bisection."""
+    p = np.asarray(p_key)
+    lo, hi = max(2, bucket // 2 + 1), bucket
+    if bucket <= 2:
+        lo = hi
+    ends = {}
+
+    def at(m):
+        if m not in ends:
+            enum, n_enum, rem, pr, n_draw = _spend(n, m, p, paired)
+            ends[m] = (enum, n_draw, _choose_cap(n, rem, pr, n_draw, paired))
+        return ends[m]
+
+    def split(a, b):  # [a, b] with at(a), at(b) known
+        if at(a)[0] == at(b)[0] or b - a <= 1:
+            return
+        mid = (a + b) // 2
+        split(a, mid)
+        split(mid, b)
+
+    split(lo, hi)
+    enum_top = at(hi)[0]
+    n_draw = max(v[1] for v in ends.values())
+    # one growth step of _choose_cap above the largest: its geometric steps make the cap of a
+    # budget inside a stretch up to one step larger than at the stretch's end
+    cap = int(max(v[2] for v in ends.values()) * 1.3) + 1
+    n_enum = sum(math.comb(n, s) * (1 if s == n - s else 2) for s in enum_top)
+    rows = 2 + n_enum + (2 if paired else 1) * n_draw
+    return Layout(n, bool(paired), bucket, enum_top, n_enum, n_draw, cap, rows)
+
+
+def plan_budget(n: int, m: int, size_probs=None, paired: bool = True) -> BudgetPlan:
+    """The plan of budget ``m`` (see module docstring) and its bucket's ``layout``.
+    ``size_probs``: ``[n + 1]`` (index = size; default uniform), symmetric ``p(s) = p(n -
+    s)``."""
+    n, m, p = _check_plan_args(n, m, size_probs)
+    enumerated, n_enum, remaining, pr, n_draw = _spend(n, m, p, paired)
+    n_pairs, n_single = (n_draw, 0) if paired else (0, n_draw)
     cap = _choose_cap(n, remaining, pr, n_draw, paired)
-    rows = m  # padded: every sampler at budget m has the same shapes (shared compilations)
-    return BudgetPlan(n, m, bool(paired), tuple(enumerated), tuple(remaining),
-                      tuple(float(x) for x in pr), n_enum, n_pairs, n_single, cap, rows)
+    layout = _layout(n, bucket_of(n, m), tuple(float(x) for x in p), bool(paired))
+    if not set(enumerated) <= set(layout.enumerated_sizes) or n_draw > layout.n_draw \
+            or cap > layout.cap:  # the layout bounds every budget of its bucket (tested)
+        raise AssertionError(f"budget {m} does not fit its bucket layout {layout}")
+    return BudgetPlan(n, m, bool(paired), enumerated, tuple(remaining),
+                      tuple(float(x) for x in pr), n_enum, n_pairs, n_single, cap, layout)
+
+
+def plan_arrays(plan: BudgetPlan) -> PlanArrays:
+    """The dynamic arrays of ``plan`` (host NumPy; pass them as jit arguments)."""
+    n = plan.n
+    on = np.zeros(n + 1, bool)
+    for s in plan.enumerated_sizes:
+        on[s] = on[n - s] = True
+    probs = np.zeros(n + 1)
+    probs[list(plan.sampled_sizes)] = plan.size_probs
+    return PlanArrays(on, probs, np.int32(plan.n_pairs if plan.paired else plan.n_single))
 
 
 def _choose_cap(n, sizes, probs, n_draw, paired) -> int:
@@ -238,85 +336,92 @@ def first_distinct(masks: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     return jnp.where(ok, chosen, 0), ok
 
 
-def sample(key: jax.Array, plan: BudgetPlan, size_probs=None, weights: str = "expected"
-           ) -> Coalitions:
-    """Draws the plan's coalitions (jit/vmap-safe in ``key``; ``plan`` static).
+def sample(key: jax.Array, plan, arrays: PlanArrays | None = None, size_probs=None,
+           weights: str = "expected") -> Coalitions:
+    """Draws a plan's coalitions (jit/vmap-safe in ``key`` and ``arrays``).
 
     Args:
       key: a typed PRNG key.
-      plan: from ``plan_budget`` (same ``size_probs``).
-      size_probs: unused beyond the plan (kept for the spec's signature); the plan carries
-        the renormalised ``p(s)`` of the sampled sizes.
+      plan: a ``BudgetPlan`` (then ``arrays`` defaults to ``plan_arrays(plan)``) or the
+        static ``Layout`` of its bucket (then ``arrays`` is required): every budget of a
+        bucket gives the same shapes, so one compiled program draws for all of them.
+      arrays: the budget's ``PlanArrays`` (traced or host).
+      size_probs: unused beyond the plan (kept for the spec's signature).
       weights: ``"expected"`` (``p(s) m_sampled``) or ``"stratified"`` (realised ``n_s``).
     """
     del size_probs
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
-    n = plan.n
+    if isinstance(plan, BudgetPlan):
+        arrays = plan_arrays(plan) if arrays is None else arrays
+        layout = plan.layout
+    elif isinstance(plan, Layout):
+        if arrays is None:
+            raise ValueError("sample(key, layout) needs the budget's arrays (plan_arrays)")
+        layout = plan
+    else:
+        raise ValueError(f"plan must be a BudgetPlan or a Layout, got {type(plan).__name__}")
+    n = layout.n
     w_words = fourier.num_words(n)
     full = jnp.asarray(_full_mask(n))
+    enum_on = jnp.asarray(arrays.enum_on)
+    p_full = jnp.asarray(arrays.size_probs, jnp.float64)
+    n_draw_dyn = jnp.asarray(arrays.n_draw).astype(jnp.int32)
     empty = jnp.zeros((1, w_words), jnp.uint32)
     parts_m = [empty, full[None]]
     parts_first = [jnp.zeros((2,), bool)]
     parts_w = [jnp.zeros((2,))]
     parts_v = [jnp.ones((2,), bool)]
-    if plan.n_enumerated:
-        e = jnp.asarray(enumerate_pairs(n, plan.enumerated_sizes))
+    if layout.n_enumerated:
+        e = jnp.asarray(enumerate_pairs(n, layout.enumerated_sizes))
         ec = e ^ full
         inter = jnp.stack([e, ec], axis=1).reshape(-1, w_words)
-        parts_m.append(inter)
-        parts_first.append(jnp.tile(jnp.array([True, False]), e.shape[0]))
-        parts_w.append(jnp.asarray(kernel_weight(n, np.asarray(
-            _pair_sizes(n, plan.enumerated_sizes)))))
-        parts_v.append(jnp.ones((inter.shape[0],), bool))
-    n_draw = plan.n_pairs if plan.paired else plan.n_single
-    if n_draw:
-        sizes_np = np.asarray(plan.sampled_sizes, np.int32)
-        probs = jnp.asarray(plan.size_probs)
+        sizes_e = np.asarray(_pair_sizes(n, layout.enumerated_sizes))
+        on = enum_on[sizes_e]
+        parts_m.append(jnp.where(on[:, None], inter, jnp.uint32(0)))
+        parts_first.append(jnp.tile(jnp.array([True, False]), e.shape[0]) & on)
+        parts_w.append(jnp.where(on, jnp.asarray(kernel_weight(n, sizes_e)), 0.0))
+        parts_v.append(on)
+    if layout.n_draw:
         k_size, k_set = jax.random.split(key)
-        # inverse CDF of p over the sampled sizes (what random.choice does, cheaper to compile)
-        cdf = jnp.cumsum(probs)[:-1]
-        sidx = jnp.sum(jax.random.uniform(k_size, (plan.cap,))[:, None] >= cdf[None],
-                       axis=1)
-        sizes = jnp.asarray(sizes_np)[sidx]
+        # inverse CDF of p over the sizes 1..n-1 (sizes of probability 0 are never drawn)
+        cdf = jnp.cumsum(p_full[1:n])[:-1]
+        sidx = jnp.sum(jax.random.uniform(k_size, (layout.cap,))[:, None] >= cdf[None], axis=1)
+        sizes = jnp.clip(1 + sidx, 1, n - 1)
         cand = fourier.pack(_random_subsets(k_set, n, sizes))  # [cap, W]
-        if plan.paired:
+        slots = jnp.arange(layout.n_draw, dtype=jnp.int32) < n_draw_dyn
+        if layout.paired:
             # canonical member of {S, S^c}: the one without player n - 1
             top = (cand[:, (n - 1) // 32] >> jnp.uint32((n - 1) % 32)) & jnp.uint32(1)
             canon = jnp.where((top == 1)[:, None], cand ^ full, cand)
-            pick, ok = first_distinct(canon, n_draw)
+            pick, ok = first_distinct(canon, layout.n_draw)
+            ok = ok & slots
             s_mask = cand[pick]
             rows = jnp.stack([s_mask, s_mask ^ full], axis=1).reshape(-1, w_words)
             ok_rows = jnp.repeat(ok, 2)
-            first = jnp.tile(jnp.array([True, False]), n_draw)
+            first = jnp.tile(jnp.array([True, False]), layout.n_draw)
             m_sampled = 2.0 * jnp.sum(ok.astype(jnp.float64))
         else:
-            pick, ok = first_distinct(cand, n_draw)
+            pick, ok = first_distinct(cand, layout.n_draw)
+            ok = ok & slots
             rows = cand[pick]
             ok_rows = ok
-            first = jnp.zeros((n_draw,), bool)
+            first = jnp.zeros((layout.n_draw,), bool)
             m_sampled = jnp.sum(ok.astype(jnp.float64))
         rs = fourier.popcount(rows)  # [R]
-        p_full = np.zeros(n + 1)
-        p_full[sizes_np] = np.asarray(plan.size_probs)
-        p_of = jnp.asarray(p_full)[rs]
+        p_of = p_full[rs]
         s_f = rs.astype(p_of.dtype)
         if weights == "expected":
             denom = s_f * (n - s_f) * p_of * jnp.maximum(m_sampled, 1.0)
         else:  # mu(s) C(n, s) / n_s = 1 / (s (n - s) n_s), n_s the realised count of size s
             counts = jnp.zeros((n + 1,)).at[rs].add(ok_rows.astype(jnp.float64))
             denom = s_f * (n - s_f) * jnp.maximum(counts[rs], 1.0)
+        ok_rows = ok_rows & (denom > 0)
         wts = jnp.where(ok_rows, 1.0 / jnp.where(ok_rows, denom, 1.0), 0.0)
         parts_m.append(jnp.where(ok_rows[:, None], rows, jnp.uint32(0)))
         parts_first.append(first & ok_rows)
         parts_w.append(wts)
         parts_v.append(ok_rows)
-    pad = plan.rows - sum(int(p.shape[0]) for p in parts_v)
-    if pad:
-        parts_m.append(jnp.zeros((pad, w_words), jnp.uint32))
-        parts_first.append(jnp.zeros((pad,), bool))
-        parts_w.append(jnp.zeros((pad,)))
-        parts_v.append(jnp.zeros((pad,), bool))
     return Coalitions(jnp.concatenate(parts_m), jnp.concatenate(parts_first),
                       jnp.concatenate(parts_w), jnp.concatenate(parts_v))
 

@@ -71,17 +71,14 @@ def _make(method: str, n: int, m: int, kw: tuple):
             else baselines.make(method, n, m, **kw))
 
 
-def _estimate(static, key_data, params):
+def _estimate(static, key_data, params, arrays):
     """One replica (a seed's key, an explicand's game): draw coalitions, evaluate the game on
-    them, fit. ``static = (method, n, m, kw, game_fn)``."""
-    method, n, m, kw, game_fn = static
-    est = _make(method, n, m, kw)
-    key = jax.random.wrap_key_data(key_data)
-    draw = est.sample(key)
-    return est.fit(key, draw, games.Game(params, game_fn, n).packed(draw.masks))
-
-
-_estimate_one = jax.jit(_estimate, static_argnums=0)  # the rare host-side lstsq re-solves
+    them, fit. ``static = (Estimator.program, n, game_fn)``; ``arrays`` (the budget's
+    ``Estimator.arrays``) are shared by the replicas, traced: the budgets of one bucket run
+    the same compiled program."""
+    program, n, game_fn = static
+    return estimator.run_program(program, arrays, jax.random.wrap_key_data(key_data),
+                                 games.Game(params, game_fn, n))
 
 
 class Runner:
@@ -102,39 +99,34 @@ class Runner:
         return _make(method, n, m, self.options(method, **extra))
 
     def replicas(self, gs, method, m, keys, **extra) -> tuple:
-        """``(static, key_data, params)`` of one cell's ``map_runs(mesh, _estimate, ...)``:
-        the game's arrays are replica arguments, never constants of the program
+        """``(static, key_data, params, arrays)`` of one cell's ``map_runs(mesh, _estimate,
+        static, key_data, params, shared=arrays)``: the game's arrays are replica arguments
+        and the budget's arrays shared arguments, never constants of the program
         (``tests/oddshap/test_constants.py``)."""
         s, e = int(keys.shape[0]), int(gs.phi.shape[0])
-        static = (method, gs.n, m, self.options(method, **extra), gs.game.fn)
+        est = self.estimator(method, gs.n, m, **extra)
+        static = (est.program, gs.n, gs.game.fn)
         key_data = np.repeat(mesh_lib.to_host(jax.random.key_data(keys)), e, axis=0)
         params = jax.tree.map(lambda a: np.tile(np.asarray(a), (s,) + (1,) * (a.ndim - 1)),
                               gs.game.params)  # replica r = (seed r // E, explicand r % E)
-        return static, key_data, params
+        return static, key_data, params, est.arrays
 
     def estimates(self, gs, method, m, keys, **extra) -> estimator.OddShapResult:
         """``OddShapResult`` (host NumPy) with ``[S, E]`` leading axes for keys ``[S]``."""
         s, e = int(keys.shape[0]), int(gs.phi.shape[0])
         self._n = gs.n
-        static, key_data, params = self.replicas(gs, method, m, keys, **extra)
+        static, key_data, params, arrays = self.replicas(gs, method, m, keys, **extra)
         mesh = mesh_lib.runs_mesh(s * e)
-        out = mesh_lib.to_host(mesh_lib.map_runs(mesh, _estimate, static, key_data, params), s * e)
+        out = mesh_lib.to_host(mesh_lib.map_runs(mesh, _estimate, static, key_data, params,
+                                                 shared=arrays), s * e)
         return jax.tree.map(lambda a: a.reshape(s, e, *a.shape[1:]), out)
 
     def run(self, gs, method, m, keys, **extra):
-        """One cell: ``(OddShapResult with [S, E] leading axes, seconds, lstsq re-solves)``."""
+        """One cell: ``(OddShapResult with [S, E] leading axes, seconds, guarded solves)``.
+        The conditioning guard runs inside the program (``estimator.guarded``)."""
         t0 = time.time()
         res = self.estimates(gs, method, m, keys, **extra)
-        phi, redo = estimator.resolve_ill_conditioned(
-            res, lambda i: self._lstsq(gs, method, m, keys, i, extra))
-        return res._replace(phi=phi), time.time() - t0, redo
-
-    def _lstsq(self, gs, method, m, keys, flat, extra):
-        s, e = divmod(flat, gs.phi.shape[0])
-        static = (method, gs.n, m, self.options(method, **extra, solver="lstsq"), gs.game.fn)
-        key_data = mesh_lib.to_host(jax.random.key_data(keys))[s]
-        params = jax.tree.map(lambda a: np.asarray(a)[e], gs.game.params)
-        return mesh_lib.to_host(_estimate_one(static, key_data, params).phi)
+        return res, time.time() - t0, int(np.sum(res.guarded))
 
     def release(self, keep_n: int | None = None):
         """Drops the compiled programs unless the next game has as many players (each holds
@@ -249,7 +241,8 @@ def phase_game(c, runner: Runner, gs) -> dict:
                     "seconds": secs, "budget_spent_min": int(res.budget_spent.min()),
                     "budget_spent_max": int(res.budget_spent.max()),
                     "cond_max": float(np.nanmax(res.cond)) if np.isfinite(res.cond).any()
-                    else float("nan"), "lstsq_resolved": redo,
+                    else float("nan"), "guarded": redo,
+                    "dropped_max": int(res.dropped.max()),
                     "fallback": bool(res.used_fallback.any())}
             if method == "oddshap":
                 cell["support_size"] = float(res.col_mask.sum(-1).mean())

@@ -14,16 +14,18 @@ from icml26_jax.oddshap import configs, data, train
 LIMIT = MAX_CONSTANT_BYTES
 
 
-def _runs_constant(static, *args):
-    """``largest_constant`` of ``mesh_lib.map_runs(mesh, train._estimate, static, *args)``,
-    the arguments placed as ``map_runs`` places them."""
+def _runs_constant(static, shared, *args):
+    """``largest_constant`` of ``mesh_lib.map_runs(mesh, train._estimate, static, *args,
+    shared=shared)``, the arguments placed as ``map_runs`` places them."""
     n = np.shape(jax.tree.leaves(args)[0])[0]
     mesh = mesh_lib.runs_mesh(n)
     total = mesh_lib.padded_size(n, mesh)
     placed = jax.tree.map(lambda a: mesh_lib.shard_leading(
         mesh_lib.pad_leading(a, total), mesh, mesh_lib.RUNS), args)
+    shared = jax.tree.map(lambda a: mesh_lib.replicate(np.asarray(a), mesh), shared)
     with jax.set_mesh(mesh):
-        return largest_constant(mesh_lib._map_runs, mesh, train._estimate, static, *placed)
+        return largest_constant(mesh_lib._map_runs, mesh, train._estimate, static, shared,
+                                *placed)
 
 
 def test_cells_embed_no_large_constant(tmp_path):
@@ -36,7 +38,7 @@ def test_cells_embed_no_large_constant(tmp_path):
         m = max(train.budgets_for(c, gs.n))  # the largest budget: the largest arrays
         keys = train.seed_keys(c, gs.name, m)
         for method in c.methods:
-            static, key_data, params = runner.replicas(gs, method, m, keys)
-            nbytes, shape = _runs_constant(static, key_data, params)
+            static, key_data, params, arrays = runner.replicas(gs, method, m, keys)
+            nbytes, shape = _runs_constant(static, arrays, key_data, params)
             assert nbytes <= LIMIT, (f"_estimate[{name}, {method}, m={m}] embeds a {nbytes}-byte "
                                      f"constant of shape {shape}")

@@ -5,7 +5,6 @@ budget, the size histogram, complement-symmetric weights, vmap == loop."""
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
@@ -65,7 +64,10 @@ def test_size_histogram_matches_p():
     assert plan.enumerated_sizes == (1,) or plan.enumerated_sizes == ()
     coal = sampling.sample(jax.random.key(7), plan)
     z, _, _ = _rows(coal, n)
-    sizes = z.sum(1)[2 + plan.n_enumerated::2]  # the first member of each sampled pair
+    lay = plan.layout
+    first = np.asarray(coal.valid)[2 + lay.n_enumerated::2]
+    sizes = np.asarray(fourier.unpack(coal.masks, n)).sum(1)[2 + lay.n_enumerated::2][first]
+    # the first member of each sampled pair
     sizes = sizes[: 2000]
     # a pair drawn at size s or n - s: the member listed is the drawn one
     support = list(plan.sampled_sizes)
@@ -82,7 +84,9 @@ def test_stratified_weights_use_realised_counts():
     z, w, _ = _rows(coal, n)
     sizes = z.sum(1)
     s = [x for x in plan.sampled_sizes][2]
-    n_s = np.sum(sizes[2 + plan.n_enumerated:] == s)
+    valid = np.asarray(coal.valid)
+    all_sizes = np.asarray(fourier.unpack(coal.masks, n)).sum(1)
+    n_s = np.sum((all_sizes == s)[2 + plan.layout.n_enumerated:] & valid[2 + plan.layout.n_enumerated:])
     np.testing.assert_allclose(w[sizes == s], 1.0 / (s * (n - s) * n_s), rtol=1e-12)
     with pytest.raises(ValueError, match="weights must be one of"):
         sampling.sample(jax.random.key(1), plan, weights="leverage")
