@@ -39,6 +39,9 @@ SEEDS = flags.DEFINE_integer("seeds", 10, "Estimator seeds per cell.")
 PEER_SEEDS = flags.DEFINE_integer("peer_seeds", 2, "Seeds for the (host-loop) peers.")
 PEER_MAX_N = flags.DEFINE_integer("peer_max_n", 16, "Largest n for the peers.")
 PEER_MAX_M = flags.DEFINE_integer("peer_max_m", 5000, "Largest budget for the peers.")
+MATCH_ONLY = flags.DEFINE_bool(
+    "match_only", False, "Only the budget to match: OddSHAP on the grid and paired KernelSHAP "
+    "at the largest budget (no peers, no other methods, no overhead timing).")
 MATCH_BUDGETS = flags.DEFINE_integer(
     "match_budgets", 12, "OddSHAP budgets per game (log-spaced from the smallest to the largest "
     "experiment budget, plus the experiment's own) for the budget to match (>= 8).", lower_bound=8)
@@ -120,76 +123,13 @@ def _peers(gs, m, seeds, e_count):
     return out
 
 
-def main(argv):
-    del argv
+def _overhead(c, games_out):
+    """Estimator overhead at n = 16, m = 6554 (games excluded, after compile)."""
     import jax
 
-    jax.config.update("jax_enable_x64", True)
-    import numpy as np
-
-    from icml26_jax.oddshap import configs, data, estimator, metrics, sampling, train
+    from icml26_jax.oddshap import data, estimator, train
     from icml26_jax.oddshap import proxy as proxy_lib
 
-    c = configs.get_config("default")
-    c.num_seeds = SEEDS.value
-    runner = train.Runner(c)
-    t_all = time.time()
-    games_out, peers_installed = {}, []
-    for mod in ("shap", "shapiq"):
-        try:
-            __import__(mod)
-            peers_installed.append(mod)
-        except ImportError:
-            print(f"peer {mod} not installed: skipped (pip install -e '.[oddshap_peers]')")
-    for name in GAMES.value:
-        gs = data.load_game_set(name, seed=0, explicands=c.explicands)
-        rows = {}
-        for m in train.budgets_for(c, gs.n):
-            keys = train.seed_keys(c, name, m)
-            row = {}
-            for method in c.methods:
-                res, *_ = runner.run(gs, method, m, keys)
-                mse = metrics.mse(res.phi, gs.phi[None])  # [S, E]
-                row[method] = float(mse.mean())
-                # on the peers' explicands (the first PEER_E), every seed
-                row[f"{method}@peer_e"] = float(mse[:, :PEER_E].mean())
-            if (peers_installed and gs.n <= PEER_MAX_N.value and m <= PEER_MAX_M.value
-                    and train.is_high_budget(gs.n, m, c.eta)):
-                t0 = time.time()
-                row.update(_peers(gs, m, PEER_SEEDS.value, min(PEER_E, c.explicands)))
-                row["peers_s"] = time.time() - t0
-            rows[str(m)] = row
-            print(name, m, {k: f"{v:.3g}" for k, v in row.items() if "@" not in k}, flush=True)
-        high = [m for m in rows if train.is_high_budget(gs.n, int(m), c.eta)]
-        ms = sorted(rows, key=int)
-        target = rows[ms[-1]]["kernelshap_paired"]
-        # OddSHAP alone on a finer grid of budgets (the experiment's budgets included)
-        grid = sorted({int(round(x)) for x in np.geomspace(int(ms[0]), int(ms[-1]),
-                                                           MATCH_BUDGETS.value)}
-                      | {int(m) for m in ms})
-        curve = {}
-        for m in grid:
-            if str(m) in rows:
-                curve[m] = rows[str(m)]["oddshap"]
-            else:
-                res, *_ = runner.run(gs, "oddshap", m, train.seed_keys(c, name, m))
-                curve[m] = float(metrics.mse(res.phi, gs.phi[None]).mean())
-        match = next((m for m in grid if curve[m] <= target), None)
-        g = {"n": gs.n, "rows": rows, "oddshap_curve": {str(m): v for m, v in curve.items()},
-             "kernelshap_largest_budget_mse": target,
-             "ratio_vs_kernelshap_paired": metrics.geomean(
-                 [rows[m]["oddshap"] / rows[m]["kernelshap_paired"] for m in high]),
-             "m_odd_to_match": match,
-             "budget_to_match": (int(ms[-1]) / match) if match else 0.0}
-        print(name, "budget to match:", match, "of", ms[-1], flush=True)
-        for peer in ("shapiq_kernelshap_paired", "shap_permutation"):
-            have = [m for m in high if peer in rows[m]]
-            if have:
-                g[f"ratio_vs_{peer}"] = metrics.geomean(
-                    [rows[m]["oddshap@peer_e"] / rows[m][peer] for m in have])
-        games_out[name] = g
-
-    # overhead at n = 16, m = 6554 (games excluded, after compile)
     n, m = 16, 6554
     gs = data.load_game_set("gbt_synth16", seed=0, explicands=1)
     game = jax.tree.map(lambda a: a[0], gs.game)
@@ -221,15 +161,96 @@ def main(argv):
         m_kernel = int(sorted(g16["rows"], key=int)[-1])
         m_odd = m_kernel / g16["budget_to_match"]
         overhead["break_even_game_cost_s"] = (t_odd - t_ks) / max(m_kernel - m_odd, 1.0)
-    del sampling
+
+    return overhead, t_proxy, t_reg
+
+
+def main(argv):
+    del argv
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+
+    from icml26_jax.oddshap import configs, data, metrics, train
+
+    c = configs.get_config("default")
+    c.num_seeds = SEEDS.value
+    runner = train.Runner(c)
+    t_all = time.time()
+    games_out, peers_installed = {}, []
+    for mod in ("shap", "shapiq"):
+        try:
+            __import__(mod)
+            peers_installed.append(mod)
+        except ImportError:
+            print(f"peer {mod} not installed: skipped (pip install -e '.[oddshap_peers]')")
+    for name in GAMES.value:
+        gs = data.load_game_set(name, seed=0, explicands=c.explicands)
+        rows = {}
+        budgets = train.budgets_for(c, gs.n)
+        for m in budgets:
+            keys = train.seed_keys(c, name, m)
+            row = {}
+            methods = c.methods
+            if MATCH_ONLY.value:
+                methods = ("oddshap", "kernelshap_paired") if m == budgets[-1] else ("oddshap",)
+            for method in methods:
+                res, *_ = runner.run(gs, method, m, keys)
+                mse = metrics.mse(res.phi, gs.phi[None])  # [S, E]
+                row[method] = float(mse.mean())
+                # on the peers' explicands (the first PEER_E), every seed
+                row[f"{method}@peer_e"] = float(mse[:, :PEER_E].mean())
+            if (peers_installed and not MATCH_ONLY.value and gs.n <= PEER_MAX_N.value and m <= PEER_MAX_M.value
+                    and train.is_high_budget(gs.n, m, c.eta)):
+                t0 = time.time()
+                row.update(_peers(gs, m, PEER_SEEDS.value, min(PEER_E, c.explicands)))
+                row["peers_s"] = time.time() - t0
+            rows[str(m)] = row
+            print(name, m, {k: f"{v:.3g}" for k, v in row.items() if "@" not in k}, flush=True)
+        high = [m for m in rows if train.is_high_budget(gs.n, int(m), c.eta)
+                and "kernelshap_paired" in rows[m]]
+        ms = sorted(rows, key=int)
+        target = rows[ms[-1]]["kernelshap_paired"]
+        # OddSHAP alone on a finer grid of budgets (the experiment's budgets included)
+        grid = sorted({int(round(x)) for x in np.geomspace(int(ms[0]), int(ms[-1]),
+                                                           MATCH_BUDGETS.value)}
+                      | {int(m) for m in ms})
+        curve = {}
+        for m in grid:
+            if str(m) in rows:
+                curve[m] = rows[str(m)]["oddshap"]
+            else:
+                res, *_ = runner.run(gs, "oddshap", m, train.seed_keys(c, name, m))
+                curve[m] = float(metrics.mse(res.phi, gs.phi[None]).mean())
+        match = next((m for m in grid if curve[m] <= target), None)
+        g = {"n": gs.n, "rows": rows, "oddshap_curve": {str(m): v for m, v in curve.items()},
+             "kernelshap_largest_budget_mse": target,
+             "ratio_vs_kernelshap_paired": metrics.geomean(
+                 [rows[m]["oddshap"] / rows[m]["kernelshap_paired"] for m in high]),
+             "m_odd_to_match": match,
+             "budget_to_match": (int(ms[-1]) / match) if match else 0.0}
+        print(name, "budget to match:", match, "of", ms[-1], flush=True)
+        for peer in ("shapiq_kernelshap_paired", "shap_permutation"):
+            have = [m for m in high if peer in rows[m]]
+            if have:
+                g[f"ratio_vs_{peer}"] = metrics.geomean(
+                    [rows[m]["oddshap@peer_e"] / rows[m][peer] for m in have])
+        games_out[name] = g
+
+    overhead, t_proxy, t_reg = {}, None, None
+    if not MATCH_ONLY.value:
+        overhead, t_proxy, t_reg = _overhead(c, games_out)
 
     wins_k = [g["ratio_vs_kernelshap_paired"] <= TARGETS["ratio_vs_kernelshap_max"]
               for g in games_out.values()]
     match = [g["budget_to_match"] >= TARGETS["budget_to_match_min"] for g in games_out.values()]
     checks = {"oddshap_le_half_kernelshap_share": float(np.mean(wins_k)),
               "budget_to_match_share": float(np.mean(match)),
-              "proxy_fit_ok": t_proxy <= TARGETS["proxy_fit_max_s"],
-              "regression_ok": t_reg <= TARGETS["regression_max_s"]}
+              }
+    if t_proxy is not None:
+        checks.update(proxy_fit_ok=t_proxy <= TARGETS["proxy_fit_max_s"],
+                      regression_ok=t_reg <= TARGETS["regression_max_s"])
     for peer in ("shapiq_kernelshap_paired", "shap_permutation"):
         r = [g[f"ratio_vs_{peer}"] <= 0.5 for g in games_out.values() if f"ratio_vs_{peer}" in g]
         if r:
