@@ -26,8 +26,9 @@ system); ``cond`` is estimated from the Cholesky pivots. **Guard** (inside the p
 non-finite result) a rank-revealing eigendecomposition finds the directions the sample
 cannot determine; the exactly-constrained least squares is solved on the others and, along
 those, the interaction coefficients are kept smallest (``interaction_min_norm_solve``);
-``OddShapResult.guarded`` and ``.dropped`` (undetermined directions) record it. Under ``vmap`` the guard's branch runs only for batches that
-need it (``guarded``, a custom batching rule).
+``OddShapResult.guarded`` and ``.dropped`` (undetermined directions) record it. Under
+``vmap`` the guard's branch runs only for batches that need it (``guarded``, a custom
+batching rule).
 """
 
 from __future__ import annotations
