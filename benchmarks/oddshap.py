@@ -201,7 +201,8 @@ def main(argv):
                 row[method] = float(mse.mean())
                 # on the peers' explicands (the first PEER_E), every seed
                 row[f"{method}@peer_e"] = float(mse[:, :PEER_E].mean())
-            if (peers_installed and not MATCH_ONLY.value and gs.n <= PEER_MAX_N.value and m <= PEER_MAX_M.value
+            if (peers_installed and not MATCH_ONLY.value and gs.n <= PEER_MAX_N.value
+                    and m <= PEER_MAX_M.value
                     and train.is_high_budget(gs.n, m, c.eta)):
                 t0 = time.time()
                 row.update(_peers(gs, m, PEER_SEEDS.value, min(PEER_E, c.explicands)))

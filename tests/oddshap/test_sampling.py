@@ -86,7 +86,8 @@ def test_stratified_weights_use_realised_counts():
     s = [x for x in plan.sampled_sizes][2]
     valid = np.asarray(coal.valid)
     all_sizes = np.asarray(fourier.unpack(coal.masks, n)).sum(1)
-    n_s = np.sum((all_sizes == s)[2 + plan.layout.n_enumerated:] & valid[2 + plan.layout.n_enumerated:])
+    start = 2 + plan.layout.n_enumerated
+    n_s = np.sum((all_sizes == s)[start:] & valid[start:])
     np.testing.assert_allclose(w[sizes == s], 1.0 / (s * (n - s) * n_s), rtol=1e-12)
     with pytest.raises(ValueError, match="weights must be one of"):
         sampling.sample(jax.random.key(1), plan, weights="leverage")
