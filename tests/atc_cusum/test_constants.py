@@ -21,7 +21,7 @@ def _runs_constant(fn, spec, *args):
     placed = [mesh_lib.shard_leading(mesh_lib.pad_leading(a, total), mesh, mesh_lib.RUNS)
               for a in args]
     with jax.set_mesh(mesh):
-        return largest_constant(mesh_lib._map_runs, mesh, fn, spec, *placed)
+        return largest_constant(mesh_lib._map_runs, mesh, fn, spec, None, *placed)
 
 
 def _check(name, got):

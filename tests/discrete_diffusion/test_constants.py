@@ -65,7 +65,7 @@ def test_train_chunk_embeds_no_large_constant(smoke):
                        np.stack([chunk] * R))
         with jax.set_mesh(mesh):
             _check(f"_train_chunk ({g.family})", mesh_lib._map_runs, mesh, train._train_chunk,
-                   static, *args)
+                   static, None, *args)
         if g is groups[0][0]:
             # The HMM path (train.run's): the language goes in as an argument and the batches
             # are drawn inside. Its data part is the same program for every family: lowered
@@ -76,7 +76,7 @@ def test_train_chunk_embeds_no_large_constant(smoke):
             with jax.set_mesh(mesh):
                 _check(f"_train_chunk_hmm ({g.family})", mesh_lib._map_runs, mesh,
                        train._train_chunk_hmm,
-                       static + (int(c.chunk), int(c.batch), int(c.length)), *args)
+                       static + (int(c.chunk), int(c.batch), int(c.length)), None, *args)
 
 
 def test_validation_and_samplers_embed_no_large_constant(smoke):
@@ -89,7 +89,7 @@ def test_validation_and_samplers_embed_no_large_constant(smoke):
         args = _placed(mesh, R, params, np.stack([val_tokens] * R), np.stack([times] * R))
         with jax.set_mesh(mesh):
             _check(f"_validate ({g.family})", mesh_lib._map_runs, mesh, train._validate,
-                   (g.family, graphdef, K), *args)
+                   (g.family, graphdef, K), None, *args)
         # The Pareto samplers of train.pareto_points (one model, unstacked).
         one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), params)
         T = L if g.family == "ar" else tuple(c.sample_steps)[0]

@@ -30,7 +30,8 @@ def test_steps_embed_no_large_constant(monkeypatch):
         placed = jax.tree.map(lambda a: mesh_lib.shard_leading(
             mesh_lib.pad_leading(jax.device_get(a), total), mesh, mesh_lib.RUNS), args)
         with jax.set_mesh(mesh):
-            found[f"{fn.__name__}#{len(found)}"] = largest_constant(mesh_lib._map_runs, mesh, fn, static, *placed)
+            found[f"{fn.__name__}#{len(found)}"] = largest_constant(
+                mesh_lib._map_runs, mesh, fn, static, None, *placed)
         raise _Lowered
 
     monkeypatch.setattr(mesh_lib, "map_runs", lower_only)

@@ -36,7 +36,7 @@ def test_steps_embed_no_large_constant(tmp_path, monkeypatch):
                                   jax.device_get(a), total), mesh, mesh_lib.RUNS), args)
         with jax.set_mesh(mesh):
             found[f"{fn.__name__}#{len(found)}"] = largest_constant(
-                mesh_lib._map_runs, mesh, fn, static, *placed)
+                mesh_lib._map_runs, mesh, fn, static, None, *placed)
         if fn.__name__ == "_advance_replica":
             raise _Lowered
         return real_map_runs(mesh, fn, static, *args)  # the initial state (no step)
