@@ -113,8 +113,7 @@ def pad_leading(x, size: int) -> np.ndarray:
     return np.concatenate([x, np.repeat(x[-1:], size - n, axis=0)])
 
 
-def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None,
-             compiled=None):
+def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None):
     """``fn(static, *args_r)`` for every replica ``r`` of the leading axis of ``args``, the
     replicas sharded over the ``RUNS`` axis of ``mesh`` (no communication: each device maps
     its own replicas). With ``shared`` (a pytree of arrays without a replica axis, replicated
@@ -129,9 +128,7 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None,
     works whatever ``n`` is.
 
     ``compiler_options`` (a dict, e.g. ``LIGHT_COMPILE``) go to XLA for this program; each
-    distinct set compiles and caches its own programs. ``compiled``: the program from
-    :func:`compile_runs` for these arguments (compiled ahead, e.g. in a thread while another
-    program runs); then ``compiler_options`` are ignored.
+    distinct set compiles and caches its own programs.
 
     Returns:
       The outputs, sharded over ``RUNS`` with the PADDED leading size: feed them back to
@@ -150,33 +147,8 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None,
     placed = jax.tree.map(lambda a: _place(a, mesh, total), args)
     if shared is not None:
         shared = jax.tree.map(lambda a: replicate(np.asarray(a), mesh), shared)
-    if compiled is not None:
-        return compiled(shared, *placed)
     with jax.set_mesh(mesh):
         return _jitted_runs(compiler_options)(mesh, fn, static, shared, *placed)
-
-
-def compile_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None):
-    """The compiled program :func:`map_runs` runs for these arguments, built from their shapes
-    alone (nothing is placed or computed): pass it as ``map_runs(..., compiled=)``.
-    Compilation releases the GIL, so a thread can compile the next programs of a sequence
-    while the current one runs (XLA:CPU compiles one program on one core)."""
-    sizes = {np.shape(a)[0] for a in jax.tree.leaves(args)}
-    if not sizes:
-        raise ValueError("compile_runs needs at least one array argument")
-    total = padded_size(min(sizes), mesh)
-
-    def spec(a, over_runs: bool):
-        a = a if hasattr(a, "dtype") else np.asarray(a)
-        shape = (total,) + tuple(np.shape(a)[1:]) if over_runs else np.shape(a)
-        return jax.ShapeDtypeStruct(shape, a.dtype, sharding=NamedSharding(
-            mesh, P(RUNS) if over_runs else P()))
-
-    avals = jax.tree.map(lambda a: spec(a, True), args)
-    shared_avals = None if shared is None else jax.tree.map(lambda a: spec(a, False), shared)
-    with jax.set_mesh(mesh):
-        return _jitted_runs(compiler_options).trace(
-            mesh, fn, static, shared_avals, *avals).lower().compile()
 
 
 def _jitted_runs(compiler_options):

@@ -14,7 +14,6 @@ float64 is required (the entry script and the tests enable it).
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
 import time
@@ -89,12 +88,9 @@ class Runner:
     Methods with the same sampler draw identical coalitions from the same key (OddSHAP and
     LeverageSHAP, and the singleton fit of claim 3)."""
 
-    def __init__(self, c, compile_threads: int = 2):
+    def __init__(self, c):
         self.c = c
         self._n = None  # players of the last game run
-        self._threads = int(compile_threads)
-        self._pool = None
-        self._compiled: dict = {}  # program signature -> Future of its compiled program
 
     def options(self, method, **extra) -> tuple:
         return tuple(sorted({**_opts(self.c, method), **extra}.items()))
@@ -121,31 +117,10 @@ class Runner:
         self._n = gs.n
         static, key_data, params, arrays = self.replicas(gs, method, m, keys, **extra)
         mesh = mesh_lib.runs_mesh(s * e)
-        ahead = self._compiled.get(_signature(static, key_data, params, arrays, method, gs.n, m))
         out = mesh_lib.to_host(mesh_lib.map_runs(
             mesh, _estimate, static, key_data, params, shared=arrays,
-            compiler_options=compile_options(method, gs.n, m),
-            compiled=None if ahead is None else ahead.result()), s * e)
+            compiler_options=compile_options(method, gs.n, m)), s * e)
         return jax.tree.map(lambda a: a.reshape(s, e, *a.shape[1:]), out)
-
-    def compile_ahead(self, gs, cells) -> None:
-        """Starts compiling the programs of ``cells`` (``(method, m, keys[, extra])``, in the
-        order they will run) on ``compile_threads`` threads, so that compilation (one core
-        per program on XLA:CPU) overlaps the cells that run meanwhile; ``estimates`` then
-        takes the compiled program. Programs already compiled (equal signatures) are not redone."""
-        if self._threads < 1:
-            return
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
-        for method, m, keys, *extra in cells:
-            static, key_data, params, arrays = self.replicas(gs, method, m, keys,
-                                                             **(extra[0] if extra else {}))
-            sig = _signature(static, key_data, params, arrays, method, gs.n, m)
-            if sig not in self._compiled:
-                mesh = mesh_lib.runs_mesh(int(key_data.shape[0]))
-                self._compiled[sig] = self._pool.submit(
-                    mesh_lib.compile_runs, mesh, _estimate, static, key_data, params,
-                    shared=arrays, compiler_options=compile_options(method, gs.n, m))
 
     def run(self, gs, method, m, keys, **extra):
         """One cell: ``(OddShapResult with [S, E] leading axes, seconds, guarded solves)``.
@@ -159,41 +134,28 @@ class Runner:
         LLVM code pages; a full run compiles hundreds of them, and only games of equal n
         share)."""
         if keep_n is None or keep_n != self._n:
-            for fut in self._compiled.values():
-                fut.cancel()
-            concurrent.futures.wait(list(self._compiled.values()))
-            self._compiled.clear()
             jax.clear_caches()
 
 
-# Compile time dominated the default run: ~225 cells, each one program compiled once (every
-# game clears the caches), at ~2.5 s each on 2 CPU cores for cells that run in 0.01-1 s.
-# XLA's CPU backend at optimisation level 0 compiled a KernelSHAP cell (n = 10, 50 replicas)
-# 4.5x faster at the same run time, but ran the large cells ~1.6x slower (soum100 at
-# m = 10,000); level 1 compiled OddSHAP's cells ~2.8x faster with run times within 10 %.
+# Compile time dominated the default run: ~230 cells, each one program compiled once (every
+# game clears the caches), at ~2.5 s each on 2 CPU cores for cells that mostly run in
+# 0.01-5 s. XLA's CPU backend at optimisation level 0 compiled a KernelSHAP cell (n = 10, 50
+# replicas) 4.5x faster at the same run time but ran the large baseline cells ~1.6x slower
+# (soum100, m = 10,000); level 1 compiled OddSHAP's cells ~2.8x faster and ran its large
+# cells ~6 % slower (soum60, m = 3,000 and 6,000), so those keep the default level.
 LIGHT_MAX_BUCKET = 4096
 
 
-def _signature(static, key_data, params, arrays, method, n, m) -> tuple:
-    """What a cell's compiled program depends on: its static part, its arguments' shapes and
-    dtypes, and its compiler options."""
-    shapes = tuple((np.shape(a), str(np.asarray(a).dtype if not hasattr(a, "dtype")
-                                     else a.dtype))
-                   for a in jax.tree.leaves((key_data, params, arrays)))
-    opts = compile_options(method, n, m)
-    return (static, jax.tree.structure((key_data, params, arrays)), shapes,
-            tuple(sorted((opts or {}).items())))
-
-
 def compile_options(method: str, n: int, m: int) -> dict | None:
-    """XLA options of a cell's program on CPU (None elsewhere): level 0 for the regression and
-    permutation baselines on buckets <= ``LIGHT_MAX_BUCKET`` coalitions, level 1 for OddSHAP
-    (its proxy's boosting loop keeps most of its speed) and for larger baseline cells."""
+    """XLA options of a cell's program on CPU (None elsewhere): on buckets of at most
+    ``LIGHT_MAX_BUCKET`` coalitions level 0 for the baselines and level 1 for OddSHAP; on
+    larger ones level 1 for the baselines and XLA's default for OddSHAP."""
     if jax.default_backend() != "cpu":
         return None
-    if method != "oddshap" and sampling.bucket_of(n, m) <= LIGHT_MAX_BUCKET:
-        return mesh_lib.LIGHT_COMPILE
-    return {"xla_backend_optimization_level": 1}
+    small = sampling.bucket_of(n, m) <= LIGHT_MAX_BUCKET
+    if method != "oddshap":
+        return mesh_lib.LIGHT_COMPILE if small else {"xla_backend_optimization_level": 1}
+    return {"xla_backend_optimization_level": 1} if small else None
 
 
 def seed_keys(c, game: str, m: int):
@@ -286,8 +248,6 @@ def phase_game(c, runner: Runner, gs) -> dict:
     n = gs.n
     out = {"n": n, "budgets": budgets_for(c, n), "cells": {}}
     eff, identity = [], []
-    runner.compile_ahead(gs, [(method, m, seed_keys(c, gs.name, m)) for m in out["budgets"]
-                              for method in c.methods])
     # cells run one after another: every process must issue the same sharded programs (and
     # their gathers) in the same order
     for m in out["budgets"]:
@@ -346,8 +306,6 @@ def phase_ablation(c, runner: Runner, gs, game_out: dict) -> dict:
     variants = (("unpaired", {"paired": False}), ("random_odd", {"support": "random_odd"}))
     budgets = [m for m in budgets_for(c, gs.n)
                if is_high_budget(gs.n, m, c.eta) and m >= c.eta * gs.n]
-    runner.compile_ahead(gs, [("oddshap", m, seed_keys(c, gs.name, m), kw) for m in budgets
-                              for _, kw in variants])
     for m in budgets:
         keys = seed_keys(c, gs.name, m)
         done = [runner.run(gs, "oddshap", m, keys, **kw)[0] for _, kw in variants]

@@ -315,30 +315,3 @@ def test_map_runs_with_compiler_options_compiles_its_own_program_and_agrees():
     mesh_lib.map_runs(mesh, _affine, 0.25, a, b, compiler_options=dict(mesh_lib.LIGHT_COMPILE))
     assert light._cache_size() == before_light + 1  # an equal dict reuses the program
 
-
-def test_compile_runs_gives_the_program_map_runs_runs():
-    """A program compiled ahead from the arguments' shapes (in a thread, as a runner does
-    while another program runs) computes what ``map_runs`` computes, with or without
-    ``shared`` arguments and with padding."""
-    import concurrent.futures
-
-    mesh = mesh_lib.runs_mesh(5)
-    rng = np.random.default_rng(3)
-    a = rng.normal(size=(5, 4)).astype(np.float32)
-    d = {"x": rng.normal(size=(5, 2)).astype(np.float32)}
-    sh = np.float32(0.5)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        c1 = pool.submit(mesh_lib.compile_runs, mesh, _affine_dict, 1.5, a, d)
-        c2 = pool.submit(mesh_lib.compile_runs, mesh, _affine_shared, 2.0, a, shared=sh,
-                         compiler_options=mesh_lib.LIGHT_COMPILE)
-        c1, c2 = c1.result(), c2.result()
-    got = mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine_dict, 1.5, a, d, compiled=c1), 5)
-    want = mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine_dict, 1.5, a, d), 5)
-    jax.tree.map(np.testing.assert_array_equal, got, want)
-    got = mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine_shared, 2.0, a, shared=sh,
-                                             compiled=c2), 5)
-    np.testing.assert_allclose(got, np.tanh(a * 2.0) + 0.5, rtol=1e-6)
-
-
-def _affine_shared(scale, a, sh):
-    return jnp.tanh(a * scale) + sh

@@ -106,26 +106,3 @@ def test_runner_shards_seeds_x_explicands_and_equals_separate_estimates():
     single = runner.estimates(gs, "oddshap", 600, keys, support="singletons")
     np.testing.assert_allclose(single.phi, lev.phi, rtol=1e-8, atol=1e-10)
 
-
-def test_cells_compiled_ahead_in_threads_give_the_same_numbers():
-    """``Runner.compile_ahead`` compiles a game's cells on threads (the default run's
-    programs outnumber and outlast their runs); each cell then runs the program compiled
-    ahead, with the numbers of a runner that compiles on demand."""
-    from icml26_jax.oddshap import data
-
-    c = configs.get_config("smoke")
-    train.normalise_config(c)
-    gs = data.load_game_set("soum30", seed=0, explicands=2)
-    cells = [(method, m, train.seed_keys(c, "soum30", m)) for m in (300, 600)
-             for method in ("oddshap", "kernelshap_paired")]
-    ahead, plain = train.Runner(c), train.Runner(c, compile_threads=0)
-    ahead.compile_ahead(gs, cells)
-    plain.compile_ahead(gs, cells)  # no threads: nothing compiled ahead
-    assert len(ahead._compiled) == len(cells) and not plain._compiled
-    for method, m, keys in cells:
-        a, b = ahead.estimates(gs, method, m, keys), plain.estimates(gs, method, m, keys)
-        np.testing.assert_array_equal(a.phi, b.phi)
-        np.testing.assert_array_equal(a.budget_spent, b.budget_spent)
-    assert all(f.done() for f in ahead._compiled.values())
-    ahead.release()
-    assert not ahead._compiled
