@@ -3,7 +3,7 @@ an oblivious-GBT proxy with an exact Walsh spectrum, constrained float64 regress
 odd Walsh basis; against KernelSHAP (paired / unpaired), LeverageSHAP and antithetic
 permutation sampling at equal budgets, with exact ground truth.
 
-    python experiments/oddshap.py --workdir=runs/oddshap                     # default, <= 10 min
+    python experiments/oddshap.py --workdir=runs/oddshap                     # default, ~17 min
     python experiments/oddshap.py --config=icml26_jax/oddshap/configs.py:smoke
     python experiments/oddshap.py --config.games=soum30,mlp_synth14 --config.num_seeds=10
     python experiments/oddshap.py --config.proxy_depth=10                   # the paper's depth
