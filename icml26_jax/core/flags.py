@@ -79,6 +79,16 @@ def _load_config_file(path: str):
     return module.get_config(variant) if variant else module.get_config()
 
 
+def seed_override(overrides) -> str | None:
+    """The error message for a ``--config.seed`` override (every entry script copies
+    ``--seed`` into ``config.seed``, so the override would be silently lost); None otherwise."""
+    for arg in overrides:
+        if arg[len("--config."):].split("=", 1)[0] == "seed":
+            return (f"{arg}: the seed is set by --seed (the entry script copies it into "
+                    "config.seed); use --seed=N")
+    return None
+
+
 def unknown_config_field(config, overrides) -> str | None:
     """The error message for the first ``--config.<a.b.c>`` override whose path is not a
     field of ``config``, naming the closest valid names; None when every path exists."""
@@ -105,6 +115,9 @@ def define_config(path: str, help_text: str):
     a chained traceback."""
     from ml_collections import config_flags
 
+    message = seed_override(a for a in sys.argv[1:] if a.startswith("--config."))
+    if message:
+        _fail(message)
     try:
         return config_flags.DEFINE_config_file("config", path, help_text)
     except (AttributeError, KeyError, TypeError, ValueError) as e:

@@ -40,6 +40,12 @@ def test_unknown_config_field_names_the_path_and_the_closest_fields():
     assert "not a config" in flags.unknown_config_field(c, ["--config.lr.x=1"])
 
 
+def test_a_config_seed_override_is_refused_naming_the_seed_flag():
+    msg = flags.seed_override(["--config.steps=2", "--config.seed=100"])
+    assert msg.startswith("--config.seed=100: the seed is set by --seed") and "--seed=N" in msg
+    assert flags.seed_override(["--config.seeds=0,1,2", "--config.seed_offset=1"]) is None
+
+
 def test_probe_workdir_creates_it_or_names_the_flag(tmp_path):
     flags.probe_workdir(str(tmp_path / "a" / "b"))
     assert (tmp_path / "a" / "b").is_dir() and not any((tmp_path / "a" / "b").iterdir())
