@@ -148,12 +148,8 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None):
     if shared is not None:
         shared = jax.tree.map(lambda a: replicate(np.asarray(a), mesh), shared)
     with jax.set_mesh(mesh):
-        return _jitted_runs(compiler_options)(mesh, fn, static, shared, *placed)
-
-
-def _jitted_runs(compiler_options):
-    return _map_runs if not compiler_options else _map_runs_with(
-        tuple(sorted(compiler_options.items())))
+        return _map_runs_with(tuple(sorted((compiler_options or {}).items())))(
+            mesh, fn, static, shared, *placed)
 
 
 def place_runs(mesh: Mesh, tree):
@@ -212,12 +208,14 @@ def _map_runs_impl(mesh, fn, static, shared, *args):
                          out_specs=P(RUNS), check_vma=False)(shared, *args)
 
 
-_map_runs = jax.jit(_map_runs_impl, static_argnums=(0, 1, 2))
-
-
 @functools.lru_cache(maxsize=None)
 def _map_runs_with(options: tuple):
-    return jax.jit(_map_runs_impl, static_argnums=(0, 1, 2), compiler_options=dict(options))
+    """The jitted map for one set of XLA options (``()``: XLA's defaults)."""
+    return jax.jit(_map_runs_impl, static_argnums=(0, 1, 2),
+                   compiler_options=dict(options) or None)
+
+
+_map_runs = _map_runs_with(())
 
 
 def columns_mesh() -> Mesh:

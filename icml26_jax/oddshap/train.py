@@ -144,6 +144,7 @@ class Runner:
 # (soum100, m = 10,000); level 1 compiled OddSHAP's cells ~2.8x faster and ran its large
 # cells ~6 % slower (soum60, m = 3,000 and 6,000), so those keep the default level.
 LIGHT_MAX_BUCKET = 4096
+_LEVEL_1 = {"xla_backend_optimization_level": 1}
 
 
 def compile_options(method: str, n: int, m: int) -> dict | None:
@@ -154,8 +155,8 @@ def compile_options(method: str, n: int, m: int) -> dict | None:
         return None
     small = sampling.bucket_of(n, m) <= LIGHT_MAX_BUCKET
     if method != "oddshap":
-        return mesh_lib.LIGHT_COMPILE if small else {"xla_backend_optimization_level": 1}
-    return {"xla_backend_optimization_level": 1} if small else None
+        return mesh_lib.LIGHT_COMPILE if small else _LEVEL_1
+    return _LEVEL_1 if small else None
 
 
 def seed_keys(c, game: str, m: int):

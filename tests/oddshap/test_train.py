@@ -105,4 +105,3 @@ def test_runner_shards_seeds_x_explicands_and_equals_separate_estimates():
     lev = runner.estimates(gs, "leverageshap", 600, keys)
     single = runner.estimates(gs, "oddshap", 600, keys, support="singletons")
     np.testing.assert_allclose(single.phi, lev.phi, rtol=1e-8, atol=1e-10)
-
