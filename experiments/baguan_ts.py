@@ -10,13 +10,10 @@ synthetic tasks and on real series that statsmodels ships.
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import logging
 
-from absl import logging  # noqa: E402
-
-from icml26_jax.core import flags as common  # noqa: E402
+from icml26_jax.core import flags as common
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "baguan_ts", "configs.py")

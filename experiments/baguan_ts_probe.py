@@ -20,13 +20,10 @@ Prints the loss every 100 steps and writes ``<workdir>/probe.json``.
 
 import json
 import os
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from absl import app, flags, logging  # noqa: E402
+from absl import app, flags, logging
 
 PROBES = ("sinusoid", "prior")
 PROBE = flags.DEFINE_enum("probe", "sinusoid", PROBES, "Which probe to run.")

@@ -11,13 +11,10 @@ digits-like domain suite built from scikit-learn's bundled 8x8 digits.
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import logging
 
-from absl import logging  # noqa: E402
-
-from icml26_jax.core import flags as common  # noqa: E402
+from icml26_jax.core import flags as common
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "fml", "configs.py")

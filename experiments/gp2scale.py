@@ -10,13 +10,10 @@ kernels; sparse BCSR covariance, batched CG + stochastic Lanczos log-determinant
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags, logging
 
-from absl import flags, logging  # noqa: E402
-
-from icml26_jax.core import flags as common  # noqa: E402
+from icml26_jax.core import flags as common
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "gp2scale", "configs.py")

@@ -11,13 +11,10 @@ graph expansion) on SynthMem, a generated long-conversation benchmark in the LoC
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import logging
 
-from absl import logging  # noqa: E402
-
-from icml26_jax.core import flags as common  # noqa: E402
+from icml26_jax.core import flags as common
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "mragent", "configs.py")

@@ -8,13 +8,10 @@ r"""Simplicity bias in diffusion models: pair-wise statistics first, higher-orde
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import logging
 
-from absl import logging  # noqa: E402
-
-from icml26_jax.core import flags as common  # noqa: E402
+from icml26_jax.core import flags as common
 
 _CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "icml26_jax", "simplicity_bias", "configs.py")
