@@ -113,7 +113,8 @@ def pad_leading(x, size: int) -> np.ndarray:
     return np.concatenate([x, np.repeat(x[-1:], size - n, axis=0)])
 
 
-def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None):
+def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None,
+             batch_size: int | None = None):
     """``fn(static, *args_r)`` for every replica ``r`` of the leading axis of ``args``, the
     replicas sharded over the ``RUNS`` axis of ``mesh`` (no communication: each device maps
     its own replicas). With ``shared`` (a pytree of arrays without a replica axis, replicated
@@ -129,6 +130,13 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None):
 
     ``compiler_options`` (a dict, e.g. ``LIGHT_COMPILE``) go to XLA for this program; each
     distinct set compiles and caches its own programs.
+
+    ``batch_size``: how a device maps its replicas. ``None`` (default): one ``vmap`` over all
+    of them; an int ``b``: ``lax.map`` over chunks of ``b`` replicas, each chunk vmapped
+    (``b = 1``: one replica after another, so a loop or ``lax.cond`` inside ``fn`` stays
+    unbatched). Same values up to floating-point summation order. Sequential is faster where
+    one replica's working set fits in cache and a batch's does not (scatter-heavy fits of
+    thousands of rows); ``vmap`` is where each replica's work is small.
 
     Returns:
       The outputs, sharded over ``RUNS`` with the PADDED leading size: feed them back to
@@ -147,8 +155,12 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None):
     placed = jax.tree.map(lambda a: _place(a, mesh, total), args)
     if shared is not None:
         shared = jax.tree.map(lambda a: replicate(np.asarray(a), mesh), shared)
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+            batch_size, (int, np.integer)) or batch_size < 1):
+        raise ValueError(f"map_runs: batch_size must be None or an int >= 1, got {batch_size!r}")
     with jax.set_mesh(mesh):
-        return _map_runs_with(tuple(sorted((compiler_options or {}).items())))(
+        return _map_runs_with(tuple(sorted((compiler_options or {}).items())),
+                              None if batch_size is None else int(batch_size))(
             mesh, fn, static, shared, *placed)
 
 
@@ -196,23 +208,49 @@ def _place(a, mesh: Mesh, total: int):
 LIGHT_COMPILE = {"xla_backend_optimization_level": 0}
 
 
-def _map_runs_impl(mesh, fn, static, shared, *args):
+def _local_map(fn, static, batch_size, with_shared: bool):
+    """One device's map of ``fn(static, *args_r[, shared])`` over its replicas."""
+    if batch_size is None:
+        if not with_shared:
+            return jax.vmap(lambda *a: fn(static, *a))
+
+        def batched(sh, *a):
+            return jax.vmap(lambda sh, *a: fn(static, *a, sh), in_axes=(None,) + (0,) * len(a))(
+                sh, *a)
+
+        return batched
+
+    def sequential(*a):
+        sh, a = (a[:1], a[1:]) if with_shared else ((), a)
+        return jax.lax.map(lambda xs: fn(static, *xs, *sh), a, batch_size=batch_size)
+
+    return sequential
+
+
+def _map_runs_impl(mesh, fn, static, shared, *args, batch_size=None):
     # A local map per device: the library functions are written per replica, so the
     # replication checks of shard_map are off.
     if shared is None:
-        body = jax.vmap(lambda *a: fn(static, *a))
+        body = _local_map(fn, static, batch_size, False)
         return jax.shard_map(body, mesh=mesh, in_specs=tuple(P(RUNS) for _ in args),
                              out_specs=P(RUNS), check_vma=False)(*args)
-    body = jax.vmap(lambda sh, *a: fn(static, *a, sh), in_axes=(None,) + (0,) * len(args))
+    body = _local_map(fn, static, batch_size, True)
     return jax.shard_map(body, mesh=mesh, in_specs=(P(),) + tuple(P(RUNS) for _ in args),
                          out_specs=P(RUNS), check_vma=False)(shared, *args)
 
 
+def _map_runs_with(options: tuple, batch_size: int | None = None):
+    """The jitted map for one set of XLA options (``()``: XLA's defaults) and one way of
+    mapping a device's replicas (``batch_size``, ``map_runs``), built once."""
+    return _build_map_runs(tuple(options), None if batch_size is None else int(batch_size))
+
+
 @functools.lru_cache(maxsize=None)
-def _map_runs_with(options: tuple):
-    """The jitted map for one set of XLA options (``()``: XLA's defaults)."""
-    return jax.jit(_map_runs_impl, static_argnums=(0, 1, 2),
-                   compiler_options=dict(options) or None)
+def _build_map_runs(options: tuple, batch_size: int | None):
+    def impl(mesh, fn, static, shared, *args):
+        return _map_runs_impl(mesh, fn, static, shared, *args, batch_size=batch_size)
+
+    return jax.jit(impl, static_argnums=(0, 1, 2), compiler_options=dict(options) or None)
 
 
 _map_runs = _map_runs_with(())

@@ -1,4 +1,4 @@
-"""Configurations of the OddSHAP experiment: ``default`` (~17 min on 2 CPU cores since the
+"""Configurations of the OddSHAP experiment: ``default`` (~13 min on 2 CPU cores since the
 power-of-two buckets; the spec allows 10) and
 ``smoke`` (< 60 s).
 

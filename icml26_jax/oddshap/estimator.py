@@ -296,11 +296,75 @@ def gram_by_table(row_masks: jax.Array, w: jax.Array, y: jax.Array, support: jax
     return gram, jnp.where(col_mask, h[1][a], 0.0)
 
 
+GRAM_BLOCK = 256
+
+
+def _leading(flags: jax.Array) -> jax.Array:
+    """``int32 []``: one past the last ``True`` of ``flags`` (0 if none)."""
+    idx = jnp.arange(1, flags.shape[0] + 1, dtype=jnp.int32)
+    return jnp.max(jnp.where(flags, idx, 0), initial=0)
+
+
+def _pad_to(x: jax.Array, size: int, fill=0) -> jax.Array:
+    pad = size - x.shape[0]
+    return x if pad == 0 else jnp.concatenate(
+        [x, jnp.full((pad,) + x.shape[1:], fill, x.dtype)])
+
+
+def gram_by_blocks(row_masks: jax.Array, w: jax.Array, y: jax.Array, support: jax.Array,
+                   col_mask: jax.Array, block: int = GRAM_BLOCK) -> tuple[jax.Array, jax.Array]:
+    """``(X^T W X, X^T W y)`` for Walsh features ``X[r, a] = chi_{A_a}(S_r)`` (``0`` where
+    ``col_mask`` is off), any ``n``: the same numbers as the dense products, computed over
+    ``block``-row and ``block``-column tiles up to the last row with ``w != 0`` and the last
+    real column (loop trip counts from the data). A budget's rows and support columns fill
+    between half and all of its bucket's slots, so the dense products spent up to 4x the
+    arithmetic on zeros; only the upper tiles are multiplied (``X^T W X`` is symmetric, made
+    so exactly)."""
+    r, k = row_masks.shape[0], support.shape[0]
+    rb, kb = -(-r // block), -(-k // block)
+    dt = w.dtype
+    masks = _pad_to(row_masks, rb * block)
+    wp, yp = _pad_to(w, rb * block), _pad_to(y, rb * block)
+    sup, cm = _pad_to(support, kb * block), _pad_to(col_mask, kb * block, False)
+    n_rows = -(-_leading(wp != 0) // block)
+    n_cols = -(-_leading(cm) // block)
+    # upper tiles (i <= j) ordered by j: those with j < n_cols are the first n_cols(n_cols+1)/2
+    ti, tj = np.triu_indices(kb)
+    order = np.lexsort((ti, tj))
+    ti, tj = jnp.asarray(ti[order], jnp.int32), jnp.asarray(tj[order], jnp.int32)
+
+    def rows_step(b, carry):
+        gram, xwy = carry
+        mb = jax.lax.dynamic_slice_in_dim(masks, b * block, block)
+        wb = jax.lax.dynamic_slice_in_dim(wp, b * block, block)
+        yb = jax.lax.dynamic_slice_in_dim(yp, b * block, block)
+        x = jnp.where(cm, fourier.parity_f(mb, sup, dt), 0.0)  # [block, kb * block]
+        xw = x * wb[:, None]
+        xwy = xwy + xw.T @ yb
+
+        def tile(t, g):
+            i, j = ti[t], tj[t]
+            xi = jax.lax.dynamic_slice_in_dim(xw, i * block, block, axis=1)
+            xj = jax.lax.dynamic_slice_in_dim(x, j * block, block, axis=1)
+            upd = jnp.where(i == j, 0.5, 1.0) * (xi.T @ xj)
+            cur = jax.lax.dynamic_slice(g, (i * block, j * block), (block, block))
+            return jax.lax.dynamic_update_slice(g, cur + upd, (i * block, j * block))
+
+        gram = jax.lax.fori_loop(0, n_cols * (n_cols + 1) // 2, tile, gram)
+        return gram, xwy
+
+    init = (jnp.zeros((kb * block, kb * block), dt), jnp.zeros((kb * block,), dt))
+    upper, xwy = jax.lax.fori_loop(0, n_rows, rows_step, init)
+    gram = upper + upper.T  # diagonal tiles were accumulated at half weight
+    return gram[:k, :k], xwy[:k]
+
+
 def solve_support(values, coal, plan, support, col_mask, *, collapse: bool = True,
                   solver: str = "kkt"):
     """Steps 3-6 for a given support ``A [k, W]``: ``(phi [n], cond, (guarded, dropped))``.
     The ``"kkt"`` solver is guarded (``guarded_kkt_solve``); with ``n <= GRAM_TABLE_MAX_N``
-    its normal equations come from ``gram_by_table``. ``"lstsq"`` is the unguarded
+    its normal equations come from ``gram_by_table``, beyond from ``gram_by_blocks``.
+    ``"lstsq"`` is the unguarded
     reference. ``plan``: a ``sampling.Layout`` (or a ``BudgetPlan``)."""
     plan = _layout(plan)
     n = plan.n
@@ -314,10 +378,7 @@ def solve_support(values, coal, plan, support, col_mask, *, collapse: bool = Tru
         if n <= GRAM_TABLE_MAX_N:
             gram, xwy = gram_by_table(coal.masks[rows], w, y, support, col_mask, n)
         else:
-            x = jnp.where(col_mask, fourier.parity_f(coal.masks[rows], support, values.dtype),
-                          0.0)
-            xw = x * w[:, None]
-            gram, xwy = xw.T @ x, xw.T @ y
+            gram, xwy = gram_by_blocks(coal.masks[rows], w, y, support, col_mask)
         if solver == "kkt":
             beta, cond, guard = guarded_kkt_solve(
                 gram, xwy, col_mask, b, col_mask & (fourier.popcount(support) >= 3))

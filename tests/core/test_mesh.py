@@ -315,3 +315,40 @@ def test_map_runs_with_compiler_options_compiles_its_own_program_and_agrees():
     mesh_lib.map_runs(mesh, _affine, 0.25, a, b, compiler_options=dict(mesh_lib.LIGHT_COMPILE))
     assert light._cache_size() == before_light + 1  # an equal dict reuses the program
 
+
+
+def _branchy(scale, x, shared):
+    """A loop whose trip count and a branch that depend on the replica: batched by ``vmap``,
+    real ones under ``lax.map``; the values agree either way."""
+    steps = jnp.sum(x > 0).astype(jnp.int32)
+    acc = jax.lax.fori_loop(0, steps, lambda i, a: a + x[i] * scale, jnp.zeros((), x.dtype))
+    return jax.lax.cond(acc > 0, lambda: acc + shared["off"], lambda: acc - shared["off"])
+
+
+@pytest.mark.parametrize("n_rep, n_dev", [(5, 1), (12, 8), (7, 4)])
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_map_runs_sequential_batches_equal_the_vmapped_map(n_rep, n_dev, batch_size):
+    """``batch_size`` maps each device's replicas by ``lax.map`` over chunks (a remainder
+    chunk included) with the numbers of the one-``vmap`` default, sharded like it."""
+    mesh = mesh_lib.make_mesh((n_dev,), (RUNS,), jax.devices()[:n_dev])
+    x = np.random.default_rng(3).normal(size=(n_rep, 6))
+    shared = {"off": np.float32(0.5)}
+    want = mesh_lib.to_host(mesh_lib.map_runs(mesh, _branchy, 2.0, x, shared=shared), n_rep)
+    got = mesh_lib.map_runs(mesh, _branchy, 2.0, x, shared=shared, batch_size=batch_size)
+    assert got.sharding.spec[0] == RUNS
+    np.testing.assert_allclose(mesh_lib.to_host(got, n_rep), want, rtol=1e-6)
+    ref = [_branchy(2.0, jnp.asarray(r), shared) for r in x]
+    np.testing.assert_allclose(want, np.asarray(ref), rtol=1e-6)
+    a, b = x[:, :3].astype(np.float32), x[:, 3:].astype(np.float32)  # without shared
+    jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, rtol=1e-6),
+                 mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine, 0.5, a, b,
+                                                    batch_size=batch_size), n_rep),
+                 mesh_lib.to_host(mesh_lib.map_runs(mesh, _affine, 0.5, a, b), n_rep))
+
+
+@pytest.mark.parametrize("bad", [0, -2, True, 1.5])
+def test_map_runs_rejects_a_bad_batch_size(bad):
+    mesh = mesh_lib.runs_mesh(2)
+    with pytest.raises(ValueError, match="batch_size must be None or an int >= 1"):
+        mesh_lib.map_runs(mesh, _affine, 0.5, np.zeros((2, 3)), np.zeros((2, 3)),
+                          batch_size=bad)

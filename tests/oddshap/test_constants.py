@@ -16,7 +16,8 @@ LIMIT = MAX_CONSTANT_BYTES
 
 def _runs_constant(static, shared, *args):
     """``largest_constant`` of ``mesh_lib.map_runs(mesh, train._estimate, static, *args,
-    shared=shared)``, the arguments placed as ``map_runs`` places them."""
+    shared=shared, batch_size=train.REPLICA_BATCH)`` (the runner's map), the arguments placed
+    as ``map_runs`` places them."""
     n = np.shape(jax.tree.leaves(args)[0])[0]
     mesh = mesh_lib.runs_mesh(n)
     total = mesh_lib.padded_size(n, mesh)
@@ -24,8 +25,8 @@ def _runs_constant(static, shared, *args):
         mesh_lib.pad_leading(a, total), mesh, mesh_lib.RUNS), args)
     shared = jax.tree.map(lambda a: mesh_lib.replicate(np.asarray(a), mesh), shared)
     with jax.set_mesh(mesh):
-        return largest_constant(mesh_lib._map_runs, mesh, train._estimate, static, shared,
-                                *placed)
+        return largest_constant(mesh_lib._map_runs_with((), train.REPLICA_BATCH), mesh,
+                                train._estimate, static, shared, *placed)
 
 
 def test_cells_embed_no_large_constant(tmp_path):

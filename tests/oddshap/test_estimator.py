@@ -217,6 +217,29 @@ def test_gram_by_table_equals_explicit_normal_equations():
     np.testing.assert_allclose(r, (x * w[:, None]).T @ y, atol=1e-11)
 
 
+@pytest.mark.parametrize("rows, cols, live_rows, live_cols, block", [
+    (700, 300, 650, 280, 64),  # tiles cut by the live rows and columns
+    (513, 257, 100, 257, 256),  # one row tile of a padded second
+    (64, 40, 0, 40, 16),  # no weighted row: zeros
+    (300, 200, 300, 5, 32),  # one column tile
+])
+def test_gram_by_blocks_equals_the_dense_products(rows, cols, live_rows, live_cols, block):
+    """The tiled normal equations (trip counts from the last weighted row and the last real
+    column) equal the dense products, and the Gram is exactly symmetric."""
+    n = 45
+    rng = np.random.default_rng(rows + cols)
+    masks = fourier.pack(jnp.asarray(rng.random((rows, n)) < 0.5))
+    sup = fourier.pack(jnp.asarray(rng.random((cols, n)) < 0.1))
+    cm = jnp.asarray((np.arange(cols) < live_cols) & (rng.random(cols) < 0.9))
+    w = jnp.asarray(np.where(np.arange(rows) < live_rows, rng.random(rows), 0.0))
+    y = jnp.asarray(rng.normal(size=rows))
+    g, r = jax.jit(estimator.gram_by_blocks, static_argnums=5)(masks, w, y, sup, cm, block)
+    x = jnp.where(cm, fourier.parity_f(masks, sup), 0.0)
+    np.testing.assert_allclose(g, (x * w[:, None]).T @ x, rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(r, (x * w[:, None]).T @ y, rtol=1e-12, atol=1e-11)
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(g).T)
+
+
 def test_own_kernelshap_regression_equals_shapiq_kernelshap_on_its_coalitions():
     """Spec test 7: our paired KernelSHAP regression, fed the coalitions and
     sampling_adjustment_weights of shapiq's public CoalitionSampler (same seed), gives

@@ -1,7 +1,6 @@
 """OddSHAP spec §Tests 1-4: packed parity (multi-word), the FWHT, Walsh -> Shapley against
 brute-force enumeration, and the odd/even theorem."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -202,16 +202,18 @@ def test_runner_cells_of_one_bucket_reuse_the_mapped_program():
     keys = jax.random.key_data(jax.random.split(jax.random.key(0), 4))
     from icml26_jax.oddshap import train
 
-    before = mesh_lib._map_runs._cache_size()
+    mapped = mesh_lib._map_runs_with((), train.REPLICA_BATCH)  # the runner's map
+    before = mapped._cache_size()
     for m in (300, 410):
         est = estimator.make_estimator(n, m, **CHEAP)
         params = jax.tree.map(lambda a: np.tile(np.asarray(a)[None], (4,) + (1,) * a.ndim),
                               game.params)
         out = mesh_lib.map_runs(mesh, train._estimate, (est.program, n, game.fn),
-                                np.asarray(keys), params, shared=est.arrays)
+                                np.asarray(keys), params, shared=est.arrays,
+                                batch_size=train.REPLICA_BATCH)
         spent = mesh_lib.to_host(out.budget_spent, 4)
         assert np.all((spent >= m - 1) & (spent <= m))
-    assert mesh_lib._map_runs._cache_size() - before == 1
+    assert mapped._cache_size() - before == 1
 
 
 @pytest.mark.parametrize("n", [5, 10, 14, 30])
