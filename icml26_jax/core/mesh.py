@@ -143,6 +143,9 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None,
       ``map_runs`` as they are, and read them with ``to_host(out, n)``, which drops the
       padding.
     """
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+            batch_size, (int, np.integer)) or batch_size < 1):
+        raise ValueError(f"map_runs: batch_size must be None or an int >= 1, got {batch_size!r}")
     sizes = {np.shape(a)[0] for a in jax.tree.leaves(args)}
     if not sizes:
         raise ValueError("map_runs needs at least one array argument")
@@ -155,9 +158,6 @@ def map_runs(mesh: Mesh, fn, static, *args, shared=None, compiler_options=None,
     placed = jax.tree.map(lambda a: _place(a, mesh, total), args)
     if shared is not None:
         shared = jax.tree.map(lambda a: replicate(np.asarray(a), mesh), shared)
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
-            batch_size, (int, np.integer)) or batch_size < 1):
-        raise ValueError(f"map_runs: batch_size must be None or an int >= 1, got {batch_size!r}")
     with jax.set_mesh(mesh):
         return _map_runs_with(tuple(sorted((compiler_options or {}).items())),
                               None if batch_size is None else int(batch_size))(
@@ -208,33 +208,27 @@ def _place(a, mesh: Mesh, total: int):
 LIGHT_COMPILE = {"xla_backend_optimization_level": 0}
 
 
-def _local_map(fn, static, batch_size, with_shared: bool):
-    """One device's map of ``fn(static, *args_r[, shared])`` over its replicas."""
-    if batch_size is None:
-        if not with_shared:
-            return jax.vmap(lambda *a: fn(static, *a))
+def _local_map(fn, static, batch_size, n_shared: int):
+    """One device's map of ``fn(static, *args_r, *shared)`` over its replicas; the body's
+    first ``n_shared`` arguments are not mapped."""
+    def body(*a):
+        sh, xs = a[:n_shared], a[n_shared:]
+        one = lambda x: fn(static, *x, *sh)  # noqa: E731
+        if batch_size is None:
+            return jax.vmap(one)(xs)
+        return jax.lax.map(one, xs, batch_size=batch_size)
 
-        def batched(sh, *a):
-            return jax.vmap(lambda sh, *a: fn(static, *a, sh), in_axes=(None,) + (0,) * len(a))(
-                sh, *a)
-
-        return batched
-
-    def sequential(*a):
-        sh, a = (a[:1], a[1:]) if with_shared else ((), a)
-        return jax.lax.map(lambda xs: fn(static, *xs, *sh), a, batch_size=batch_size)
-
-    return sequential
+    return body
 
 
 def _map_runs_impl(mesh, fn, static, shared, *args, batch_size=None):
     # A local map per device: the library functions are written per replica, so the
     # replication checks of shard_map are off.
     if shared is None:
-        body = _local_map(fn, static, batch_size, False)
+        body = _local_map(fn, static, batch_size, 0)
         return jax.shard_map(body, mesh=mesh, in_specs=tuple(P(RUNS) for _ in args),
                              out_specs=P(RUNS), check_vma=False)(*args)
-    body = _local_map(fn, static, batch_size, True)
+    body = _local_map(fn, static, batch_size, 1)
     return jax.shard_map(body, mesh=mesh, in_specs=(P(),) + tuple(P(RUNS) for _ in args),
                          out_specs=P(RUNS), check_vma=False)(shared, *args)
 

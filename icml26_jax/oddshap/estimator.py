@@ -364,8 +364,8 @@ def solve_support(values, coal, plan, support, col_mask, *, collapse: bool = Tru
     """Steps 3-6 for a given support ``A [k, W]``: ``(phi [n], cond, (guarded, dropped))``.
     The ``"kkt"`` solver is guarded (``guarded_kkt_solve``); with ``n <= GRAM_TABLE_MAX_N``
     its normal equations come from ``gram_by_table``, beyond from ``gram_by_blocks``.
-    ``"lstsq"`` is the unguarded
-    reference. ``plan``: a ``sampling.Layout`` (or a ``BudgetPlan``)."""
+    ``"lstsq"`` is the unguarded reference. ``plan``: a ``sampling.Layout`` (or a
+    ``BudgetPlan``)."""
     plan = _layout(plan)
     n = plan.n
     if collapse:
